@@ -1,0 +1,165 @@
+"""The three stage interfaces every model family implements, and the data they exchange.
+
+Thinker (multimodal understanding -> text), Talker (text -> integer codec tokens) and
+Code2Wav (codec tokens -> 24 kHz waveform). Callers branch on :class:`FamilyCapabilities`,
+never on a family's name.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class FamilyCapabilities:
+    """What a model family can do, declared as data.
+
+    Attributes:
+        name: family id (``tiny``, ``minicpmo``, ``remote``).
+        vision: the Thinker reads images / camera frames.
+        voice_cloning: the Talker/Code2Wav take a reference voice.
+        requires_ref_audio: speech output needs a reference voice (MiniCPM-o does).
+        max_context_tokens: Thinker context budget, tokens.
+        codec_frame_rate_hz: codec frames per second of speech.
+        output_sample_rate_hz: rate of Code2Wav output, Hz.
+        unit_ms_options: unit lengths (ms) the family supports.
+    """
+
+    name: str
+    vision: bool
+    voice_cloning: bool
+    requires_ref_audio: bool
+    max_context_tokens: int
+    codec_frame_rate_hz: float
+    output_sample_rate_hz: int
+    unit_ms_options: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Per-request Thinker sampling parameters (vLLM ``default_sampling_params`` names).
+
+    Attributes:
+        temperature: 0 = greedy.
+        top_p: nucleus mass in (0, 1].
+        top_k: -1 = off.
+        repetition_penalty: >= 1.
+        max_tokens: reply budget, tokens.
+        seed: sampling seed or None.
+    """
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = -1
+    repetition_penalty: float = 1.1
+    max_tokens: int = 48
+    seed: int | None = 42
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One finished turn of conversation history: ``role`` is ``user`` or ``assistant``."""
+
+    role: Literal["user", "assistant"]
+    text: str
+
+
+@dataclass
+class ThinkerPrompt:
+    """Everything the Thinker's reply is conditioned on.
+
+    Attributes:
+        instructions: system prompt text.
+        history: earlier turns, oldest first.
+        user_text: the current user turn as text (typed text and/or an ASR transcript).
+        seen_text: text read from images / camera frames (OCR for ``tiny``), one entry per image.
+    """
+
+    instructions: str
+    history: list[Turn] = field(default_factory=list)
+    user_text: str = ""
+    seen_text: list[str] = field(default_factory=list)
+
+
+class Thinker(ABC):
+    """Stage 0: multimodal understanding -> reply text."""
+
+    @abstractmethod
+    def transcribe(self, audio: np.ndarray) -> str:
+        """Speech to text.
+
+        Args:
+            audio: float32 mono at ``INPUT_SAMPLE_RATE_HZ`` (16 kHz), shape ``(n,)``, in [-1, 1].
+
+        Returns:
+            The transcript, stripped; ``""`` for silence.
+        """
+
+    @abstractmethod
+    def read_image(self, image: np.ndarray) -> str:
+        """Describe / read an image.
+
+        Args:
+            image: uint8 RGB, shape ``(h, w, 3)``.
+
+        Returns:
+            Text found in the image (``""`` if none).
+        """
+
+    @abstractmethod
+    def generate(self, prompt: ThinkerPrompt, params: SamplingParams) -> str:
+        """Write the assistant's reply to ``prompt`` (whole text, short)."""
+
+
+class Talker(ABC):
+    """Stage 1: reply text -> integer codec tokens."""
+
+    @abstractmethod
+    def synthesize(self, text: str) -> np.ndarray:
+        """Turn one text segment into codec tokens.
+
+        Args:
+            text: one unit-sized segment (about 28 characters).
+
+        Returns:
+            int32 codec tokens, shape ``(frames,)``, at ``codec_frame_rate_hz``.
+        """
+
+
+class Code2WavStream(ABC):
+    """Request-owned streaming decoder state (left context, resampler state)."""
+
+    @abstractmethod
+    def push(self, tokens: np.ndarray, final: bool) -> np.ndarray:
+        """Decode the next codec tokens.
+
+        Args:
+            tokens: int32 codec tokens, shape ``(frames,)`` (may be empty when ``final``).
+            final: no more tokens follow; flush everything held back.
+
+        Returns:
+            float32 mono audio at ``OUTPUT_SAMPLE_RATE_HZ``; concatenating every push of one
+            stream gives the one-shot decode of all its tokens (no lost or repeated samples).
+        """
+
+
+class Code2Wav(ABC):
+    """Stage 2: codec tokens -> waveform, streamed."""
+
+    @abstractmethod
+    def new_stream(self) -> Code2WavStream:
+        """Open a decoder stream for one response."""
+
+
+@dataclass
+class ModelFamily:
+    """A loaded model family: its capabilities and the three stages."""
+
+    capabilities: FamilyCapabilities
+    thinker: Thinker
+    talker: Talker
+    code2wav: Code2Wav
