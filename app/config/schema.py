@@ -1,0 +1,451 @@
+"""Pydantic models of the deploy config (``configs/*.yaml``).
+
+Field names follow vLLM-Omni's deploy YAMLs (``vllm_omni/deploy/minicpmo_4_5*.yaml``, schema in
+``vllm_omni/config/stage_config.py``: ``StageDeployConfig``, ``DuplexSessionRuntimeConfig``,
+``DeployConfig``) wherever the meaning is the same, so one file can be read against the other.
+Fields marked "ours" have no vLLM-Omni counterpart.
+
+Every model is frozen and strict (``"4"`` or ``true`` is not an int). Our own sections reject
+unknown keys so typos fail loudly. Keys that only a vLLM-Omni engine reads are accepted and
+stored: every top-level key vLLM-Omni's ``DeployConfig`` knows is declared here; stage entries
+and ``default_sampling_params`` keep undeclared keys in ``model_extra`` (engine pass-through),
+except for ``model_family: tiny``, whose in-process stages read none of them, where they are
+errors. Named connector definitions (``connectors.<name>: {name, extra}``) are stored likewise.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
+
+from app.constants import (
+    ALLOWED_UNIT_MS,
+    DEFAULT_CODEC_CHUNK_FRAMES,
+    DEFAULT_CODEC_LEFT_CONTEXT_FRAMES,
+)
+
+MiB = 1024 * 1024
+
+STAGE_IDS: tuple[int, int, int] = (0, 1, 2)
+"""Stage ids every deploy config has: 0 Thinker, 1 Talker, 2 Code2Wav."""
+
+STAGE_NAMES: dict[int, str] = {0: "thinker", 1: "talker", 2: "code2wav"}
+"""Role of each stage id."""
+
+TINY_PIPELINE = "tiny"
+"""``pipeline`` value of the embedded tiny family (any other value names a vLLM-Omni pipeline)."""
+
+PosInt = Annotated[int, Field(gt=0)]
+NonNegInt = Annotated[int, Field(ge=0)]
+PosFloat = Annotated[float, Field(gt=0)]
+Fraction = Annotated[float, Field(gt=0, le=1)]
+
+_OURS = ConfigDict(frozen=True, strict=True, extra="forbid")
+_PASS_THROUGH = ConfigDict(frozen=True, strict=True, extra="allow")
+
+
+def _hint(key: str, model: type[BaseModel]) -> str:
+    match = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.75)
+    return f"; did you mean {match[0]!r}?" if match else ""
+
+
+class SamplingDefaults(BaseModel):
+    """A stage's ``default_sampling_params`` (vLLM ``SamplingParams`` names; ``None`` = unset).
+
+    Other vLLM / diffusion sampling keys (``min_p``, ``ignore_eos``, ``extra_args`` …) are kept in
+    ``model_extra`` and passed through by engine-backed families.
+    """
+
+    model_config = _PASS_THROUGH
+
+    temperature: Annotated[float, Field(ge=0)] | None = None
+    top_p: Fraction | None = None
+    top_k: Annotated[int, Field(ge=-1)] | None = None
+    """``-1`` (or ``0``) disables top-k, as in vLLM."""
+    repetition_penalty: PosFloat | None = None
+    min_tokens: NonNegInt | None = None
+    max_tokens: PosInt | None = None
+    stop_token_ids: list[NonNegInt] | None = None
+    seed: int | None = None
+    detokenize: bool | None = None
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> SamplingDefaults:
+        if self.min_tokens is not None and self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            raise ValueError(f"min_tokens ({self.min_tokens}) exceeds max_tokens ({self.max_tokens})")
+        return self
+
+    def as_dict(self) -> dict[str, Any]:
+        """The keys that are set (declared and pass-through), as vLLM-Omni merges them into ``SamplingParams``."""
+        return self.model_dump(exclude_none=True)
+
+
+class StageConfig(BaseModel):
+    """One ``stages[]`` entry (vLLM-Omni ``StageDeployConfig``).
+
+    Engine-only keys not declared here (``hf_overrides``, ``skip_mm_profiling`` …) are kept in
+    ``model_extra`` for engine-backed families and rejected for ``model_family: tiny``.
+    """
+
+    model_config = _PASS_THROUGH
+
+    stage_id: Annotated[int, Field(ge=0)]
+    max_num_seqs: PosInt = 4
+    """Most requests (sessions) the stage batches per step."""
+    devices: Annotated[str, Field(min_length=1)] | None = None
+    """Device list, e.g. ``"0"`` or ``"0,1,2,3"`` (CUDA_VISIBLE_DEVICES style)."""
+    num_replicas: PosInt = 1
+    gpu_memory_utilization: Fraction | None = None
+    enforce_eager: bool | None = None
+    tensor_parallel_size: PosInt | None = None
+    max_num_batched_tokens: PosInt | None = None
+    max_model_len: PosInt | None = None
+    async_scheduling: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    async_chunk: bool | None = None
+    """``false`` opts this stage out of the pipeline-wide ``async_chunk``."""
+    env: dict[str, Any] | None = None
+    output_connectors: dict[str, str] | None = None
+    input_connectors: dict[str, str] | None = None
+    interleave_mm_strings: bool | None = None
+    media_io_kwargs: dict[str, Any] | None = None
+    limit_mm_per_prompt: dict[str, NonNegInt] | None = None
+    compilation_config: dict[str, Any] | None = None
+    additional_config: dict[str, Any] | None = None
+    kv_cache_memory_bytes: PosInt | None = None
+    default_sampling_params: SamplingDefaults = Field(default_factory=SamplingDefaults)
+    inbox_size: PosInt = 64
+    """Ours: length of the stage worker's bounded inbox queue (full => backpressure)."""
+
+    @property
+    def name(self) -> str:
+        """Role of the stage: ``thinker``, ``talker`` or ``code2wav``."""
+        return STAGE_NAMES.get(self.stage_id, f"stage{self.stage_id}")
+
+    @property
+    def engine_extras(self) -> dict[str, Any]:
+        """Undeclared (engine pass-through) keys of this stage entry."""
+        return dict(self.model_extra or {})
+
+
+class DuplexSessionConfig(BaseModel):
+    """``duplex_session``: server-owned session lifecycle and buffer limits.
+
+    The first block mirrors vLLM-Omni's ``DuplexSessionRuntimeConfig`` (same names, same
+    defaults, except ``max_sessions``: 4 here, 1 there; a loaded config without ``max_sessions``
+    derives it from the stage capacities, see :class:`DeployConfig`).
+    """
+
+    model_config = _OURS
+
+    max_sessions: PosInt = 4
+    idle_ttl_s: PosFloat | None = 300.0
+    """Idle session lifetime, s; ``None`` disables the idle reaper."""
+    disconnect_grace_s: PosFloat = 30.0
+    reaper_interval_s: PosFloat = 5.0
+    resume_replay_ttl_s: PosFloat = 60.0
+    resume_replay_max_bytes_per_session: PosInt = 8 * MiB
+    max_pending_input_bytes_per_session: PosInt = 16 * MiB
+    max_pending_turns_per_session: PosInt = 4
+    completed_append_cache_size: PosInt = 256
+    server_vad_model_path: Annotated[str, Field(min_length=1)] | None = None
+    warmup_frames: int = 0
+    """vLLM-Omni startup warmup units; 0 = none, negative disables every warmup."""
+    # ---- ours ----
+    chunk_period_ms: StrictInt = 1000
+    """Unit length, ms; one of ``app.constants.ALLOWED_UNIT_MS``."""
+    max_message_bytes: PosInt = 4 * MiB
+    """Largest realtime WebSocket frame accepted; larger => ``event_too_large``."""
+    inbox_size: PosInt = 256
+    """Bounded command queue per session."""
+    output_buffer_events: PosInt = 512
+    """Bounded event buffer per session (vLLM-Omni's output buffer is 512 events)."""
+    max_context_tokens: PosInt | None = None
+    """Thinker context budget per session, tokens; ``None`` = the family's declared capability."""
+    context_watermark_ratio: Fraction = 0.85
+    """Fraction of the Thinker context at which the session starts reclaiming / refusing."""
+    max_frames_per_unit: PosInt = 2
+    """Images accepted per unit (base frame + optional composite on the wire)."""
+
+    @field_validator("chunk_period_ms")
+    @classmethod
+    def _allowed_unit(cls, value: int) -> int:
+        if value not in ALLOWED_UNIT_MS:
+            raise ValueError(f"must be one of {list(ALLOWED_UNIT_MS)} ms, got {value}")
+        return value
+
+
+class ConnectorsConfig(BaseModel):
+    """``connectors``: Talker -> Code2Wav chunking, plus vLLM-Omni's named connector definitions.
+
+    vLLM-Omni writes the codec knobs inside a named connector
+    (``connectors.connector_of_shared_memory.extra.codec_chunk_frames``); we also accept them flat
+    (``connectors.codec_chunk_frames``). Absent flat values are lifted from the named connectors;
+    a flat value that disagrees with a named one is an error.
+    """
+
+    model_config = _PASS_THROUGH
+
+    codec_chunk_frames: PosInt = DEFAULT_CODEC_CHUNK_FRAMES
+    """Codec frames per Talker -> Code2Wav chunk (25 Hz => 25 frames is ~1 s of speech)."""
+    codec_left_context_frames: NonNegInt = DEFAULT_CODEC_LEFT_CONTEXT_FRAMES
+    """Frames of left context sent with each chunk."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_named(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for key in ("codec_chunk_frames", "codec_left_context_frames"):
+            found: dict[str, Any] = {}
+            for name, spec in data.items():
+                if isinstance(spec, dict) and isinstance(spec.get("extra"), dict) and key in spec["extra"]:
+                    found[name] = spec["extra"][key]
+            values = set(map(repr, found.values()))
+            if key in data and found and values != {repr(data[key])}:
+                raise ValueError(f"connectors.{key} ({data[key]!r}) disagrees with named connectors {found}")
+            if key not in data and found:
+                if len(values) > 1:
+                    raise ValueError(f"named connectors disagree on {key}: {found}")
+                data[key] = next(iter(found.values()))
+        return data
+
+    @model_validator(mode="after")
+    def _check_named(self) -> ConnectorsConfig:
+        for name, spec in (self.model_extra or {}).items():
+            if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+                raise ValueError(f"connectors.{name}: a named connector must be a mapping with a string 'name'")  # noqa: TRY004
+        if self.codec_left_context_frames >= self.codec_chunk_frames:
+            raise ValueError(
+                f"connectors.codec_left_context_frames ({self.codec_left_context_frames}) must be smaller "
+                f"than codec_chunk_frames ({self.codec_chunk_frames})"
+            )
+        return self
+
+    @property
+    def named(self) -> dict[str, dict[str, Any]]:
+        """vLLM-Omni named connector definitions, e.g. ``{"connector_of_shared_memory": {...}}``."""
+        return dict(self.model_extra or {})
+
+
+class ServerConfig(BaseModel):
+    """``server`` (ours): where ``python -m app serve`` listens and the model name it reports."""
+
+    model_config = _OURS
+
+    host: Annotated[str, Field(min_length=1)] = "0.0.0.0"
+    port: Annotated[int, Field(ge=1, le=65535)] = 7860
+    served_model_name: Annotated[str, Field(min_length=1)] = "tiny-omni"
+
+
+class LimitsConfig(BaseModel):
+    """``limits`` (ours): request and media limits; exceeding one is an HTTP 400 / realtime error."""
+
+    model_config = _OURS
+
+    max_request_bytes: PosInt = 32 * MiB
+    max_audio_seconds: PosFloat = 120.0
+    max_image_pixels: PosInt = 40_000_000
+    max_image_bytes: PosInt = 16 * MiB
+    max_video_seconds: PosFloat = 60.0
+    max_video_frames: PosInt = 64
+    max_messages: PosInt = 64
+    allowed_local_media_path: Annotated[str, Field(min_length=1)] | None = None
+    """Directory ``file://`` media may be read from (vLLM's ``--allowed-local-media-path``); None = none."""
+    allow_remote_media: bool = False
+    """Whether ``http(s)://`` media URLs are fetched."""
+    remote_media_timeout_s: PosFloat = 10.0
+
+
+class TurnPolicyConfig(BaseModel):
+    """``turn_policy`` (ours): the tiny family's VAD-based per-unit speak/listen policy."""
+
+    model_config = _OURS
+
+    vad_threshold: Annotated[float, Field(gt=0, lt=1)] = 0.5
+    """Speech probability above which a frame counts as speech."""
+    end_of_turn_silence_ms: PosInt = 500
+    min_speech_ms: PosInt = 250
+    barge_in_ms: PosInt = 600
+    """User speech during a reply longer than this interrupts it."""
+    max_reply_tokens: PosInt = 48
+
+
+class RemoteConfig(BaseModel):
+    """``remote`` (ours): a vLLM-Omni server the ``vllm_omni`` family forwards to."""
+
+    model_config = _OURS
+
+    url: str
+    """http(s) base URL, e.g. ``http://127.0.0.1:8091``."""
+    model: Annotated[str, Field(min_length=1)] | None = None
+    api_key: str | None = None
+    timeout_s: PosFloat = 60.0
+    ref_audio: Annotated[str, Field(min_length=1)] | None = None
+    """Reference voice (path or data URL) sent as the session ``ref_audio``."""
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
+            raise ValueError(f"must be an http(s):// base URL, got {value!r}")
+        return value.rstrip("/")
+
+
+class UIConfig(BaseModel):
+    """``ui`` (ours): the Gradio / FastRTC page."""
+
+    model_config = _OURS
+
+    concurrency_limit: PosInt = 4
+    """FastRTC ``concurrency_limit``: simultaneous WebRTC peers."""
+    default_stack_frames: PosInt = 1
+    """Camera frames per unit (1 = base frame only; N>1 tiles N-1 sub-frames into a composite)."""
+    title: str = "Omni Duplex"
+
+
+class DeployConfig(BaseModel):
+    """The whole deploy config: vLLM-Omni's top level plus our sections.
+
+    Derived defaults (only when the key is absent from the input):
+        * ``model_family``: ``"vllm_omni"`` if ``pipeline`` names a pipeline other than ``tiny``
+          (vLLM-Omni's own YAMLs), else ``"tiny"``.
+        * ``duplex_session.max_sessions`` and ``active_stream_window``: the smaller of the Thinker
+          and Talker ``max_num_seqs`` (vLLM-Omni: "keep max_sessions = S0/S1 max_num_seqs").
+
+    Raises (on validation): ``pydantic.ValidationError``; the loader turns it into ``ConfigError``.
+    """
+
+    model_config = _OURS
+
+    model_family: Literal["tiny", "minicpmo", "vllm_omni"] = "tiny"
+    pipeline: str | None = None
+    base_config: str | None = None
+    """The ``base_config`` overlay this file named (already merged by the loader)."""
+    session_mode: Literal["duplex", "turn"] = "duplex"
+    async_chunk: bool = True
+    active_stream_window: NonNegInt = 4
+    model_runner: Literal["v1", "v2"] = "v1"
+    stages: list[StageConfig]
+    duplex_session: DuplexSessionConfig = Field(default_factory=DuplexSessionConfig)
+    connectors: ConnectorsConfig = Field(default_factory=ConnectorsConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    turn_policy: TurnPolicyConfig = Field(default_factory=TurnPolicyConfig)
+    remote: RemoteConfig | None = None
+    ui: UIConfig = Field(default_factory=UIConfig)
+    # ---- vLLM-Omni pipeline-wide keys: stored, applied by engine-backed families only ----
+    platforms: dict[str, dict[str, Any] | None] | None = None
+    """Per-platform stage overlays (``cuda``, ``npu`` …); applied only via ``load_deploy_config(platform=)``."""
+    edges: list[dict[str, Any]] | None = None
+    trust_remote_code: bool | None = None
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    distributed_executor_backend: str | None = None
+    dtype: str | None = None
+    quantization: str | None = None
+    data_parallel_size: PosInt | None = None
+    pipeline_parallel_size: PosInt | None = None
+    custom_voice_dir: str | None = None
+    forced_aligner: Any = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "stage_args" in data:
+            raise ValueError("stage_args: removed vLLM-Omni schema; put per-stage settings under 'stages'")
+        if "model_family" not in data:
+            pipeline = data.get("pipeline")
+            data["model_family"] = "tiny" if pipeline in (None, TINY_PIPELINE) else "vllm_omni"
+        seqs = {}
+        for stage in data.get("stages") or []:
+            sid = stage.get("stage_id") if isinstance(stage, dict) else getattr(stage, "stage_id", None)
+            n = stage.get("max_num_seqs", 4) if isinstance(stage, dict) else getattr(stage, "max_num_seqs", 4)
+            if sid in (0, 1) and isinstance(n, int) and not isinstance(n, bool) and n > 0:
+                seqs[sid] = n
+        if seqs:
+            capacity = min(seqs.values())
+            session = data.get("duplex_session")
+            if session is None or (isinstance(session, dict) and "max_sessions" not in session):
+                data["duplex_session"] = {**(session or {}), "max_sessions": capacity}
+            data.setdefault("active_stream_window", capacity)
+        return data
+
+    @model_validator(mode="after")
+    def _check_stages(self) -> DeployConfig:
+        ids = [s.stage_id for s in self.stages]
+        if sorted(ids) != list(STAGE_IDS):
+            raise ValueError(f"stages: expected stage ids {list(STAGE_IDS)} (Thinker, Talker, Code2Wav), got {ids}")
+        if ids != sorted(ids):
+            object.__setattr__(self, "stages", sorted(self.stages, key=lambda s: s.stage_id))
+        named = self.connectors.named
+        for i, stage in enumerate(self.stages):
+            where = f"stages[{i}]"
+            if self.model_family == "tiny":
+                for key in stage.model_extra or {}:
+                    raise ValueError(f"{where}.{key}: unknown stage key for model_family 'tiny'{_hint(key, StageConfig)}")
+                for key in stage.default_sampling_params.model_extra or {}:
+                    raise ValueError(
+                        f"{where}.default_sampling_params.{key}: unknown sampling key for model_family 'tiny'"
+                        f"{_hint(key, SamplingDefaults)}"
+                    )
+            for attr in ("output_connectors", "input_connectors"):
+                for edge, ref in (getattr(stage, attr) or {}).items():
+                    if ref not in named:
+                        raise ValueError(f"{where}.{attr}.{edge}: unknown connector {ref!r} (defined: {sorted(named)})")
+        return self
+
+    def stage(self, stage_id: int) -> StageConfig:
+        """The stage with ``stage_id`` (0 Thinker, 1 Talker, 2 Code2Wav); ``KeyError`` if absent."""
+        for stage in self.stages:
+            if stage.stage_id == stage_id:
+                return stage
+        raise KeyError(f"no stage with stage_id {stage_id}")
+
+    @property
+    def thinker(self) -> StageConfig:
+        """Stage 0."""
+        return self.stage(0)
+
+    @property
+    def talker(self) -> StageConfig:
+        """Stage 1."""
+        return self.stage(1)
+
+    @property
+    def code2wav(self) -> StageConfig:
+        """Stage 2."""
+        return self.stage(2)
+
+
+CONFIG_MODELS: tuple[type[BaseModel], ...] = (
+    DeployConfig,
+    StageConfig,
+    SamplingDefaults,
+    DuplexSessionConfig,
+    ConnectorsConfig,
+    ServerConfig,
+    LimitsConfig,
+    TurnPolicyConfig,
+    RemoteConfig,
+    UIConfig,
+)
+"""Every model of the schema (used for "did you mean" hints)."""
+
+
+def known_keys() -> set[str]:
+    """All field names declared anywhere in the schema."""
+    return {name for model in CONFIG_MODELS for name in model.model_fields}
