@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 import numpy as np
 
@@ -155,11 +156,64 @@ class Code2Wav(ABC):
         """Open a decoder stream for one response."""
 
 
+@dataclass(frozen=True)
+class TurnSignal:
+    """What a :class:`TurnPolicy` noticed in the audio it was fed.
+
+    Attributes:
+        kind: ``speech_started`` or ``end_of_turn`` (the user finished an utterance).
+        at_sample: position in the session's input audio, samples at 16 kHz.
+        utterance: for ``end_of_turn``, the utterance audio (float32 16 kHz, padded).
+        speech_ms: for ``end_of_turn``, how much of it the VAD judged speech, ms.
+    """
+
+    kind: Literal["speech_started", "end_of_turn"]
+    at_sample: int
+    utterance: np.ndarray | None = None
+    speech_ms: float = 0.0
+
+
+class TurnPolicy(ABC):
+    """Per-session turn-taking of a family (who speaks when), fed every append.
+
+    For families whose Thinker decides speak/listen itself this wraps the model; for ``tiny``
+    it is a VAD state machine.
+    """
+
+    @abstractmethod
+    def feed(self, audio: np.ndarray) -> list[TurnSignal]:
+        """Consume float32 16 kHz mono input audio; return the signals it produced, in order."""
+
+    @property
+    @abstractmethod
+    def user_speaking(self) -> bool:
+        """True while the user is mid-utterance."""
+
+    @property
+    @abstractmethod
+    def current_speech_ms(self) -> float:
+        """Speech in the utterance in progress, ms (0 when the user is silent)."""
+
+    @abstractmethod
+    def flush(self) -> TurnSignal | None:
+        """End the utterance in progress now (on commit); ``None`` if there is none."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Forget the utterance in progress (``input_audio_buffer.clear``)."""
+
+
 @dataclass
 class ModelFamily:
-    """A loaded model family: its capabilities and the three stages."""
+    """A loaded model family: its capabilities, the three stages and its turn policy.
+
+    Attributes:
+        new_turn_policy: factory of a fresh per-session :class:`TurnPolicy`; it takes the
+            deploy config's ``turn_policy`` section.
+    """
 
     capabilities: FamilyCapabilities
     thinker: Thinker
     talker: Talker
     code2wav: Code2Wav
+    new_turn_policy: Callable[[Any], TurnPolicy] | None = None

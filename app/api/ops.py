@@ -1,0 +1,34 @@
+"""Ops routes: ``GET /v1/models``, ``GET /health``, ``GET /metrics``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+router = APIRouter()
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict:
+    """The served model (OpenAI ``list`` shape)."""
+    engine = request.app.state.engine
+    name = engine.config.server.served_model_name
+    return {
+        "object": "list",
+        "data": [{"id": name, "object": "model", "created": int(engine.started_at or 0), "owned_by": "omni-duplex",
+                  "root": engine.config.model_family}],
+    }
+
+
+@router.get("/health")
+async def health(request: Request) -> JSONResponse:
+    """200 when every stage worker runs, else 503 with the details."""
+    h = request.app.state.engine.health()
+    return JSONResponse(h, status_code=200 if h["status"] == "ok" else 503)
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    """Prometheus text exposition of the engine's registry."""
+    return Response(generate_latest(request.app.state.engine.metrics.registry), media_type=CONTENT_TYPE_LATEST)

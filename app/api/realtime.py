@@ -1,0 +1,91 @@
+"""``WS /v1/realtime?duplex=1`` (alias ``/v1/duplex``): the realtime duplex transport.
+
+Thin: decode frames with :func:`app.backend.commands.decode_command`, hand them to the
+session, write the session's events. One reader and one writer per socket; the session
+task is the only thing that changes session state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from app.backend import commands as C
+from app.backend import events as E
+from app.backend.sessions import CapacityExhausted
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+
+_TRUE = ("1", "true", "on", "yes")
+
+
+async def _refuse(ws: WebSocket, code: str, message: str, error_type: str, close_code: int) -> None:
+    """Handshake error: the flat shape plus the nested one, then close."""
+    await ws.send_json({"type": "error", "code": code, "message": message,
+                        "error": {"type": error_type, "code": code, "message": message}})
+    await ws.close(code=close_code)
+
+
+@router.websocket("/v1/realtime")
+@router.websocket("/v1/duplex")
+async def realtime(ws: WebSocket) -> None:
+    """Serve one realtime duplex connection (query: ``duplex``, ``model``, ``autostart``)."""
+    engine = ws.app.state.engine
+    q = ws.query_params
+    await ws.accept()
+    if ws.url.path.endswith("/realtime") and q.get("duplex", "").lower() not in _TRUE:
+        await _refuse(ws, "unsupported_realtime_mode", "Realtime API is not available: connect with ?duplex=1",
+                      "invalid_request_error", 1008)
+        return
+    model = q.get("model")
+    served = engine.config.server.served_model_name
+    if model and model not in (served, engine.config.model_family):
+        await _refuse(ws, "model_not_found", f"model '{model}' is not served here (serving '{served}')",
+                      "invalid_request_error", 1008)
+        return
+    try:
+        session = engine.sessions.open()
+    except CapacityExhausted as exc:
+        await _refuse(ws, exc.code, str(exc), "rate_limit_error", 1013)
+        return
+    if q.get("autostart", "1").lower() in _TRUE:
+        session.submit(C.SessionUpdate(type="session.update", session={}))
+    max_bytes = engine.config.duplex_session.max_message_bytes
+    writer = asyncio.create_task(_write(ws, session))
+    try:
+        while True:
+            msg = await ws.receive()
+            if msg["type"] == "websocket.disconnect":
+                break
+            raw = msg.get("text") if msg.get("text") is not None else msg.get("bytes", b"")
+            try:
+                session.submit(C.decode_command(raw, max_bytes=max_bytes))
+            except C.ProtocolError as err:
+                session.reject(err)
+            if session.closed:
+                break
+    except WebSocketDisconnect:
+        pass
+    finally:
+        if session.closed:
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(writer, timeout=5)
+        else:
+            engine.sessions.detach(session)
+        writer.cancel()
+
+
+async def _write(ws: WebSocket, session) -> None:
+    try:
+        while True:
+            ev = await session.next_event()
+            await ws.send_json(ev.to_wire())
+            if isinstance(ev, E.SessionClosed):
+                await ws.close(code=1000)
+                return
+    except (WebSocketDisconnect, RuntimeError, asyncio.CancelledError):
+        return

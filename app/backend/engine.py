@@ -1,0 +1,150 @@
+"""The engine: a loaded model family, its pipeline, the session manager and metrics.
+
+The API routers and the WebRTC handler use only this object. Families are found by the
+deploy config's ``model_family``; everything after loading branches on capabilities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import time
+from typing import Any
+
+from app.backend.metrics import EngineMetrics
+from app.backend.pipeline import Pipeline
+from app.backend.session import SessionDeps
+from app.backend.sessions import SessionManager
+from app.backend.stages import ModelFamily
+from app.backend.turn_policy import VadTurnPolicy
+from app.constants import FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ
+
+log = logging.getLogger(__name__)
+
+FAMILY_LOADERS: dict[str, str] = {
+    "tiny": "app.backend.models.tiny.family:load_tiny_family",
+}
+"""``model_family`` -> ``module:function`` returning a :class:`ModelFamily` (called in a thread)."""
+
+
+class FamilyUnavailable(RuntimeError):
+    """The configured model family cannot be loaded here (message says why)."""
+
+
+def load_family(config: Any) -> ModelFamily:
+    """Import and load the configured family.
+
+    Raises:
+        FamilyUnavailable: unknown family or its dependencies are missing.
+    """
+    target = FAMILY_LOADERS.get(config.model_family)
+    if target is None:
+        raise FamilyUnavailable(f"model_family '{config.model_family}' has no in-process loader here")
+    mod_name, fn_name = target.split(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise FamilyUnavailable(f"model_family '{config.model_family}' needs packages that are missing: {exc}") from exc
+    return getattr(mod, fn_name)(config)
+
+
+class Engine:
+    """Everything behind the routes.
+
+    Args:
+        config: the deploy config.
+        family: an already-loaded family (tests reuse one); loaded in :meth:`start` when None.
+    """
+
+    def __init__(self, config: Any, family: ModelFamily | None = None) -> None:
+        self.config = config
+        self.family = family
+        self.metrics = EngineMetrics()
+        self.pipeline: Pipeline | None = None
+        self.sessions: SessionManager | None = None
+        self.started_at: float | None = None
+        self.load_s: float | None = None
+
+    async def start(self) -> None:
+        """Load the family (in a thread), start the stage workers and the reaper."""
+        t0 = time.perf_counter()
+        if self.family is None:
+            self.family = await asyncio.to_thread(load_family, self.config)
+        cfg = self.config
+        stages = [cfg.stage(i) for i in range(3)]
+        self.pipeline = Pipeline(
+            self.family,
+            max_num_seqs=tuple(s.max_num_seqs for s in stages),  # type: ignore[arg-type]
+            inbox_sizes=tuple(s.inbox_size for s in stages),  # type: ignore[arg-type]
+            codec_chunk_frames=cfg.connectors.codec_chunk_frames,
+            metrics=self.metrics,
+        )
+        self.pipeline.start()
+        caps = self.family.capabilities
+        factory = self.family.new_turn_policy
+        if factory is None:
+            vad_factory = getattr(self.family.thinker, "vad_factory", None)
+            if vad_factory is None:
+                raise FamilyUnavailable(f"family '{caps.name}' declares no turn policy")
+            factory = lambda tcfg: VadTurnPolicy(vad_factory(), tcfg)  # noqa: E731
+        deps = SessionDeps(
+            pipeline=self.pipeline,
+            config=cfg,
+            turn_policy_factory=factory,
+            capabilities=self.capabilities(),
+            max_context_tokens=getattr(cfg.duplex_session, "max_context_tokens", None) or caps.max_context_tokens,
+            vision=caps.vision,
+        )
+        self.sessions = SessionManager(deps, self.metrics)
+        self.sessions.start()
+        self.started_at = time.time()
+        self.load_s = time.perf_counter() - t0
+        log.info("engine ready: family=%s in %.1f s", caps.name, self.load_s)
+
+    async def stop(self) -> None:
+        """Close sessions and stop the workers."""
+        if self.sessions is not None:
+            await self.sessions.stop()
+        if self.pipeline is not None:
+            await self.pipeline.stop()
+
+    def capabilities(self) -> dict[str, Any]:
+        """The wire ``capabilities`` object of realtime sessions (branch on flags, not names)."""
+        assert self.family is not None
+        caps = self.family.capabilities
+        d = self.config.duplex_session
+        return {
+            "implementation_level": "model_native_duplex",
+            "model_family": caps.name,
+            "chunk_period_ms": d.chunk_period_ms,
+            "first_chunk_ms": d.chunk_period_ms + FIRST_UNIT_EXTRA_MS,
+            "supports_input_append": True,
+            "supports_barge_in": True,
+            "supports_session_resume": False,
+            "supports_session_lease": False,
+            "supports_multi_session": d.max_sessions > 1,
+            "supports_audio_truncate": True,
+            "supports_playback_ack": True,
+            "supports_voice_cloning": caps.voice_cloning,
+            "supports_vision": caps.vision,
+            "requires_ref_audio": caps.requires_ref_audio,
+            "input_modes": ["append_audio_chunk"],
+            "signal_sources": ["model", "client"],
+            "session_admission_mode": "engine_managed",
+            "max_sessions": d.max_sessions,
+            "max_context_tokens": getattr(d, "max_context_tokens", None) or caps.max_context_tokens,
+            "input_sample_rate_hz": INPUT_SAMPLE_RATE_HZ,
+            "output_sample_rate_hz": caps.output_sample_rate_hz,
+        }
+
+    def health(self) -> dict[str, Any]:
+        """Health: ``ok`` is False when a stage worker has died or the engine is not started."""
+        stages = self.pipeline.health() if self.pipeline else {}
+        ok = bool(stages) and all(stages.values())
+        return {
+            "status": "ok" if ok else "unhealthy",
+            "model_family": self.family.capabilities.name if self.family else None,
+            "stages": stages,
+            "sessions": self.sessions.snapshot() if self.sessions else None,
+        }

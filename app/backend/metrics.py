@@ -1,0 +1,56 @@
+"""Prometheus metrics of the engine (exported on ``GET /metrics``).
+
+One registry per engine so several servers (tests) in one process never collide.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+class EngineMetrics:
+    """Per-stage and per-session metrics.
+
+    Attributes:
+        queue_wait_s: time an item waited in a stage inbox, seconds (label ``stage``).
+        compute_s: time a stage batch took, seconds.
+        batch_size: items per stage batch.
+        tokens: tokens produced per stage (Thinker text tokens, Talker codec frames).
+        audio_s: seconds of speech produced by Code2Wav.
+        rtf: real-time factor of Talker+Code2Wav per segment (compute s / audio s).
+        errors: failed stage items.
+        sessions_active: open duplex sessions.
+        sessions_refused: sessions refused at admission.
+        requests: chat completions by outcome.
+        ttfp_s: time to first audio packet of chat/duplex responses, seconds.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.queue_wait_s = Histogram(
+            "omni_stage_queue_wait_seconds", "Stage inbox wait", ["stage"], buckets=_LATENCY_BUCKETS, registry=r
+        )
+        self.compute_s = Histogram(
+            "omni_stage_compute_seconds", "Stage batch compute time", ["stage"], buckets=_LATENCY_BUCKETS, registry=r
+        )
+        self.batch_size = Histogram(
+            "omni_stage_batch_size", "Items per stage batch", ["stage"], buckets=(1, 2, 3, 4, 6, 8, 16), registry=r
+        )
+        self.tokens = Counter("omni_stage_tokens", "Tokens produced per stage", ["stage"], registry=r)
+        self.audio_s = Counter("omni_audio_output_seconds", "Seconds of speech produced", registry=r)
+        self.rtf = Histogram(
+            "omni_talker_code2wav_rtf",
+            "Talker+Code2Wav real-time factor per segment",
+            buckets=(0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0),
+            registry=r,
+        )
+        self.errors = Counter("omni_stage_errors", "Failed stage items", ["stage"], registry=r)
+        self.sessions_active = Gauge("omni_duplex_sessions_active", "Open duplex sessions", registry=r)
+        self.sessions_refused = Counter("omni_duplex_sessions_refused", "Sessions refused at admission", registry=r)
+        self.requests = Counter("omni_chat_requests", "Chat completions", ["outcome"], registry=r)
+        self.ttfp_s = Histogram(
+            "omni_ttfp_seconds", "Time to first audio packet", ["route"], buckets=_LATENCY_BUCKETS, registry=r
+        )

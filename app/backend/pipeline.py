@@ -1,0 +1,342 @@
+"""The three-stage pipeline: one worker per stage, bounded inboxes, batching across callers.
+
+Each :class:`StageWorker` owns one thread (model code is blocking) and one bounded
+``asyncio.Queue``. It takes the first waiting item, then up to ``max_num_seqs - 1`` more
+that are already queued, drops items whose request was cancelled, and runs the batch in
+its thread. Every item fails or succeeds on its own: an exception inside a stage fails
+that item's request, never the worker or another caller.
+
+:class:`Pipeline` joins the workers: ``transcribe``/``read_image``/``generate`` (Thinker),
+and :meth:`Pipeline.speak`, which streams text segments through the Talker and Code2Wav
+with a bounded connector between them so the Talker works on segment i+1 while Code2Wav
+decodes segment i.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.backend.metrics import EngineMetrics
+from app.backend.stages import Code2WavStream, ModelFamily, SamplingParams, ThinkerPrompt
+
+log = logging.getLogger(__name__)
+
+
+class StageError(RuntimeError):
+    """A stage failed one item. ``stage`` names it (``thinker``/``talker``/``code2wav``)."""
+
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(f"{stage} stage failed: {message}")
+        self.stage = stage
+
+
+class RequestCancelled(Exception):
+    """The request was cancelled (barge-in, client gone) before this stage ran it."""
+
+
+@dataclass
+class RequestContext:
+    """Identity and cancellation of one request travelling through the stages.
+
+    Attributes:
+        request_id: unique id (chat completion id or ``<session>:<response>``).
+        cancelled: set once; every stage drops the request's pending work.
+    """
+
+    request_id: str
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        """Cancel every pending and future stage item of this request."""
+        self.cancelled = True
+
+
+@dataclass
+class _Item:
+    ctx: RequestContext
+    payload: Any
+    future: asyncio.Future[Any]
+    enqueued_at: float = field(default_factory=time.perf_counter)
+
+
+class StageWorker:
+    """One stage: a bounded inbox, one thread, batches up to ``max_num_seqs``.
+
+    Args:
+        name: ``thinker``, ``talker`` or ``code2wav`` (metric label).
+        fn: runs one payload in the worker thread and returns its result.
+        max_num_seqs: largest batch (vLLM-Omni ``stages[].max_num_seqs``).
+        inbox_size: bound of the inbox; a full inbox makes ``submit`` wait.
+        metrics: where queue wait, compute time and batch sizes go.
+    """
+
+    def __init__(
+        self, name: str, fn: Callable[[Any], Any], *, max_num_seqs: int, inbox_size: int, metrics: EngineMetrics
+    ) -> None:
+        self.name = name
+        self._fn = fn
+        self.max_num_seqs = max_num_seqs
+        self._inbox: asyncio.Queue[_Item] = asyncio.Queue(maxsize=inbox_size)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"stage-{name}")
+        self._metrics = metrics
+        self._task: asyncio.Task[None] | None = None
+        self.error: BaseException | None = None
+
+    @property
+    def alive(self) -> bool:
+        """True while the worker loop runs."""
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        """Start the worker loop on the running event loop."""
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"stage-{self.name}")
+
+    async def stop(self) -> None:
+        """Stop the loop and the thread; pending items fail with ``RequestCancelled``."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        while not self._inbox.empty():
+            item = self._inbox.get_nowait()
+            if not item.future.done():
+                item.future.set_exception(RequestCancelled(item.ctx.request_id))
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def submit(self, ctx: RequestContext, payload: Any) -> Any:
+        """Queue one item and wait for its result.
+
+        Raises:
+            RequestCancelled: ``ctx`` was cancelled before the stage ran the item.
+            StageError: the stage raised while running it, or the worker is dead.
+        """
+        if ctx.cancelled:
+            raise RequestCancelled(ctx.request_id)
+        if not self.alive:
+            raise StageError(self.name, "worker is not running")
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        await self._inbox.put(_Item(ctx, payload, fut))
+        return await fut
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                batch = [await self._inbox.get()]
+                while len(batch) < self.max_num_seqs and not self._inbox.empty():
+                    batch.append(self._inbox.get_nowait())
+                live = []
+                for item in batch:
+                    if item.ctx.cancelled or item.future.done():
+                        if not item.future.done():
+                            item.future.set_exception(RequestCancelled(item.ctx.request_id))
+                        continue
+                    live.append(item)
+                if not live:
+                    continue
+                now = time.perf_counter()
+                for item in live:
+                    self._metrics.queue_wait_s.labels(self.name).observe(now - item.enqueued_at)
+                self._metrics.batch_size.labels(self.name).observe(len(live))
+                results = await loop.run_in_executor(self._executor, self._run_batch, [i.payload for i in live])
+                self._metrics.compute_s.labels(self.name).observe(time.perf_counter() - now)
+                for item, (ok, value) in zip(live, results):
+                    if item.future.done():
+                        continue
+                    if ok:
+                        item.future.set_result(value)
+                    else:
+                        self._metrics.errors.labels(self.name).inc()
+                        item.future.set_exception(StageError(self.name, str(value)))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # the loop itself broke: /health reports it
+            self.error = exc
+            log.exception("stage worker %s died", self.name)
+            raise
+
+    def _run_batch(self, payloads: Sequence[Any]) -> list[tuple[bool, Any]]:
+        out: list[tuple[bool, Any]] = []
+        for payload in payloads:
+            try:
+                out.append((True, self._fn(payload)))
+            except Exception as exc:  # one item's failure is that item's alone
+                log.exception("stage %s item failed", self.name)
+                out.append((False, f"{type(exc).__name__}: {exc}"))
+        return out
+
+
+@dataclass
+class AudioChunk:
+    """Speech for one text segment, as it leaves Code2Wav.
+
+    Attributes:
+        index: segment index within the response (0-based).
+        text: the segment's text (its transcript delta).
+        audio: float32 mono at the family's output rate (24 kHz).
+        final: last chunk of the response.
+        compute_s: Talker+Code2Wav time spent on this segment, seconds.
+    """
+
+    index: int
+    text: str
+    audio: np.ndarray
+    final: bool
+    compute_s: float
+
+
+class Pipeline:
+    """Thinker -> Talker -> Code2Wav over three :class:`StageWorker`.
+
+    Args:
+        family: the loaded model family.
+        max_num_seqs: per-stage batch limits, ``(thinker, talker, code2wav)``.
+        inbox_sizes: per-stage inbox bounds.
+        codec_chunk_frames: Talker->Code2Wav chunk size, codec frames.
+        metrics: engine metrics.
+    """
+
+    def __init__(
+        self,
+        family: ModelFamily,
+        *,
+        max_num_seqs: tuple[int, int, int],
+        inbox_sizes: tuple[int, int, int],
+        codec_chunk_frames: int,
+        metrics: EngineMetrics,
+    ) -> None:
+        self.family = family
+        self.metrics = metrics
+        self.codec_chunk_frames = codec_chunk_frames
+        self.thinker = StageWorker(
+            "thinker", self._thinker_fn, max_num_seqs=max_num_seqs[0], inbox_size=inbox_sizes[0], metrics=metrics
+        )
+        self.talker = StageWorker(
+            "talker", self._talker_fn, max_num_seqs=max_num_seqs[1], inbox_size=inbox_sizes[1], metrics=metrics
+        )
+        self.code2wav = StageWorker(
+            "code2wav", self._code2wav_fn, max_num_seqs=max_num_seqs[2], inbox_size=inbox_sizes[2], metrics=metrics
+        )
+        self.workers = (self.thinker, self.talker, self.code2wav)
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the three workers."""
+        for w in self.workers:
+            w.start()
+
+    async def stop(self) -> None:
+        """Stop the three workers."""
+        for w in self.workers:
+            await w.stop()
+
+    def health(self) -> dict[str, bool]:
+        """``{stage: alive}`` for every stage."""
+        return {w.name: w.alive for w in self.workers}
+
+    # -- stage functions (worker threads) -------------------------------------------
+    def _thinker_fn(self, payload: tuple[str, Any]) -> Any:
+        kind, arg = payload
+        th = self.family.thinker
+        if kind == "transcribe":
+            return th.transcribe(arg)
+        if kind == "read_image":
+            return th.read_image(arg)
+        prompt, params = arg
+        return th.generate(prompt, params)
+
+    def _talker_fn(self, text: str) -> np.ndarray:
+        tokens = self.family.talker.synthesize(text)
+        self.metrics.tokens.labels("talker").inc(len(tokens))
+        return tokens
+
+    @staticmethod
+    def _code2wav_fn(payload: tuple[Code2WavStream, np.ndarray, bool]) -> np.ndarray:
+        stream, tokens, final = payload
+        return stream.push(tokens, final)
+
+    # -- Thinker ----------------------------------------------------------------------
+    async def transcribe(self, ctx: RequestContext, audio: np.ndarray) -> str:
+        """ASR of float32 16 kHz mono ``audio``; ``""`` for empty input."""
+        if audio.size == 0:
+            return ""
+        return await self.thinker.submit(ctx, ("transcribe", audio))
+
+    async def read_image(self, ctx: RequestContext, image: np.ndarray) -> str:
+        """Text the Thinker reads in uint8 RGB ``image`` (h, w, 3)."""
+        return await self.thinker.submit(ctx, ("read_image", image))
+
+    async def generate(self, ctx: RequestContext, prompt: ThinkerPrompt, params: SamplingParams) -> str:
+        """The assistant's reply text to ``prompt``."""
+        text = await self.thinker.submit(ctx, ("generate", (prompt, params)))
+        self.metrics.tokens.labels("thinker").inc(max(1, len(text) // 4))
+        return text
+
+    # -- Talker + Code2Wav --------------------------------------------------------------
+    async def speak(self, ctx: RequestContext, segments: Sequence[str]) -> AsyncIterator[AudioChunk]:
+        """Stream speech for ``segments``, one :class:`AudioChunk` per segment, in order.
+
+        The Talker runs ahead of Code2Wav through a bounded connector (2 segments). Codec
+        tokens go to Code2Wav in chunks of ``codec_chunk_frames``; the last push of the
+        response is ``final`` so Code2Wav flushes its look-ahead.
+
+        Raises:
+            RequestCancelled: ``ctx`` was cancelled.
+            StageError: a stage failed.
+        """
+        connector: asyncio.Queue[Any] = asyncio.Queue(maxsize=2)
+        stream = self.family.code2wav.new_stream()
+        rate = self.family.capabilities.output_sample_rate_hz
+
+        async def talk() -> None:
+            try:
+                for i, text in enumerate(segments):
+                    t0 = time.perf_counter()
+                    tokens = await self.talker.submit(ctx, text)
+                    await connector.put((i, text, tokens, time.perf_counter() - t0))
+            except (RequestCancelled, StageError) as exc:
+                await connector.put(exc)
+                return
+            await connector.put(None)
+
+        talker_task = asyncio.create_task(talk())
+        try:
+            n = len(segments)
+            while True:
+                got = await connector.get()
+                if got is None:
+                    break
+                if isinstance(got, Exception):
+                    raise got
+                i, text, tokens, talk_s = got
+                t0 = time.perf_counter()
+                pieces = []
+                step = self.codec_chunk_frames
+                last_seg = i == n - 1
+                starts = list(range(0, len(tokens), step)) or [0]
+                for j, s in enumerate(starts):
+                    final = last_seg and j == len(starts) - 1
+                    pieces.append(await self.code2wav.submit(ctx, (stream, tokens[s : s + step], final)))
+                audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+                compute_s = talk_s + time.perf_counter() - t0
+                if audio.size:
+                    self.metrics.audio_s.inc(audio.size / rate)
+                    self.metrics.rtf.observe(compute_s / (audio.size / rate))
+                yield AudioChunk(i, text, audio.astype(np.float32, copy=False), last_seg, compute_s)
+        finally:
+            if not talker_task.done():
+                talker_task.cancel()
+            try:
+                await talker_task
+            except (asyncio.CancelledError, RequestCancelled, StageError):
+                pass

@@ -1,0 +1,698 @@
+"""DuplexSession: one full-duplex conversation, owned by one task.
+
+Everything that changes a session's state runs in :meth:`DuplexSession._run`, which reads
+one bounded inbox holding client commands (from the transport) and results posted by the
+session's own background work (ASR, Thinker, Talker, Code2Wav). Events go out through one
+bounded outbox, stamped with an increasing ``server_event_seq``.
+
+The unit clock: unit 0 closes once ``FIRST_UNIT_EXTRA_MS + unit_ms`` of input audio has
+arrived (1030 ms for 1 s units), unit k at that plus ``k * unit_ms``. At every unit boundary
+the session decides: listen (``response.listen``), speak (open a response for a finished
+user turn), continue the open response (release its next audio), or end it because the
+user has been talking over it (soft interrupt). Hard interrupts (``response.cancel``,
+``barge_in``, ``output_audio_buffer.clear``) advance the epoch; results of an older epoch
+are dropped where they arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.backend import commands as C
+from app.backend import events as E
+from app.backend.context import ContextWindow
+from app.backend.pipeline import AudioChunk, Pipeline, RequestCancelled, RequestContext, StageError
+from app.backend.reply import FinishedResponse, Reply, heard_text
+from app.backend.segmenter import segment_text
+from app.backend.session_settings import SessionSettings, apply_update
+from app.backend.stages import SamplingParams, ThinkerPrompt, Turn, TurnPolicy, TurnSignal
+from app.constants import FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ, ms_to_samples
+from app.media import MediaError, PcmStreamResampler, decode_audio, decode_base64, decode_image
+
+log = logging.getLogger(__name__)
+
+OCR_REFRESH_S = 5.0
+"""Re-read the camera at most this often while the user is silent, seconds."""
+
+
+@dataclass
+class SessionDeps:
+    """What a session needs from the engine.
+
+    Attributes:
+        pipeline: the shared three-stage pipeline.
+        config: the deploy config (``duplex_session``, ``turn_policy``, ``limits``, stage 0 sampling).
+        turn_policy_factory: builds the family's per-session :class:`TurnPolicy`.
+        capabilities: the wire ``capabilities`` object.
+        max_context_tokens: Thinker context budget, tokens.
+        vision: the family reads frames.
+    """
+
+    pipeline: Pipeline
+    config: Any
+    turn_policy_factory: Any
+    capabilities: dict[str, Any]
+    max_context_tokens: int
+    vision: bool
+
+
+@dataclass
+class _Posted:
+    """A result of the session's background work, fenced by reply identity."""
+
+    reply: Reply
+    kind: str  # transcript | chunk | done | failed
+    value: Any = None
+
+
+@dataclass
+class _Seen:
+    text: str
+
+
+@dataclass
+class _Expire:
+    reason: str
+
+
+class DuplexSession:
+    """One duplex session.
+
+    Args:
+        session_id: server-allocated id (``duplex-<uuid>``).
+        deps: engine parts.
+        on_closed: called once with the session when it has closed (releases its slot).
+    """
+
+    def __init__(self, session_id: str, deps: SessionDeps, on_closed: Any = None) -> None:
+        cfg = deps.config
+        self.id = session_id
+        self.deps = deps
+        self._dcfg = cfg.duplex_session
+        self._tcfg = cfg.turn_policy
+        self.unit_ms = int(self._dcfg.chunk_period_ms)
+        self._on_closed = on_closed
+        self._inbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=self._dcfg.inbox_size)
+        self._outbox: asyncio.Queue[E.ServerEvent] = asyncio.Queue(maxsize=self._dcfg.output_buffer_events)
+        self.settings = SessionSettings(max_tokens=cfg.stage(0).default_sampling_params.max_tokens)
+        self.configured = False
+        self.closed = False
+        self.close_reason: str | None = None
+        self.epoch = 0
+        self.turn_id = 0
+        self._seq = 0
+        self._samples = 0  # 16 kHz samples received
+        self._unit_index = 0
+        self._unit_frames: list[np.ndarray] = []
+        self._uncommitted = 0
+        self._policy: TurnPolicy = deps.turn_policy_factory(self._tcfg)
+        self._resampler: PcmStreamResampler | None = None
+        self._reply: Reply | None = None
+        self._finished: dict[str, FinishedResponse] = {}
+        self._history: list[Turn] = []
+        self._history_ids: list[str] = []
+        self._committed_utterance: tuple[str, np.ndarray] | None = None
+        self._user_item: str | None = None
+        self._seen_text = ""
+        self._last_frame: np.ndarray | None = None
+        self._ocr_busy = False
+        self._ocr_at = 0.0
+        self._ctx = ContextWindow(deps.max_context_tokens, self._dcfg.context_watermark_ratio)
+        self._unit_text_tokens = 0
+        self._unit_started_at = time.perf_counter()
+        self.last_activity = time.monotonic()
+        self.detached_at: float | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._work: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------ transport API
+    def start(self) -> None:
+        """Start the owner task."""
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"session-{self.id}")
+
+    def submit(self, cmd: Any) -> None:
+        """Hand a decoded client command to the session (never blocks).
+
+        A full inbox answers ``input_backpressure`` and drops the command.
+        """
+        self.last_activity = time.monotonic()
+        if self.closed:
+            return
+        try:
+            self._inbox.put_nowait(cmd)
+        except asyncio.QueueFull:
+            self._error("input_backpressure", "session inbox is full; slow down", event_id=cmd.event_id)
+
+    def reject(self, err: C.ProtocolError) -> None:
+        """Report a frame the transport could not decode (the session keeps going)."""
+        self._error(err.code, err.message, event_id=err.event_id, param=err.param, error_type=err.error_type)
+
+    def expire(self, reason: str) -> None:
+        """Ask the session to end with ``session.expired`` (idle TTL, disconnect grace)."""
+        if not self.closed:
+            try:
+                self._inbox.put_nowait(_Expire(reason))
+            except asyncio.QueueFull:
+                self._close_now(reason, expired=True)
+
+    async def next_event(self) -> E.ServerEvent:
+        """The next outgoing event (``SessionClosed``/``SessionExpired`` is the last)."""
+        return await self._outbox.get()
+
+    def describe(self) -> dict[str, Any]:
+        """The wire session object (``session.created.session``)."""
+        return {
+            "id": self.id,
+            "object": "realtime.session",
+            "state": "closed" if self.closed else "active",
+            "epoch": self.epoch,
+            "turn_id": self.turn_id,
+            "active_response_id": self._reply.response_id if self._reply and self._reply.created else None,
+            **self.settings.describe(),
+            "capabilities": self.deps.capabilities,
+            "context": {"tokens": self._ctx.total, "max_tokens": self._ctx.max_tokens},
+        }
+
+    # ------------------------------------------------------------------ emission
+    def _emit(self, ev: E.ServerEvent) -> None:
+        if self.closed and not isinstance(ev, E.SessionClosed):
+            return
+        self._seq += 1
+        ev.server_event_seq = self._seq
+        try:
+            self._outbox.put_nowait(ev)
+        except asyncio.QueueFull:
+            log.warning("session %s: output buffer overflow, closing", self.id)
+            self._close_now("output_overflow", expired=True, force=True)
+
+    def _error(self, code: str, message: str, *, event_id: str | None = None, param: str | None = None,
+               error_type: str = "invalid_request_error") -> None:
+        self._emit(E.ErrorEvent(epoch=self.epoch, code=code, message=message, event_id=event_id, param=param,
+                                error_type=error_type))
+
+    def _close_now(self, reason: str, *, expired: bool = False, force: bool = False) -> None:
+        if self.closed:
+            return
+        self._cancel_reply(None)
+        for t in self._work:
+            t.cancel()
+        cls = E.SessionExpired if expired else E.SessionClosed
+        ev = cls(epoch=self.epoch, session_id=self.id, reason=reason)
+        self._seq += 1
+        ev.server_event_seq = self._seq
+        if force:  # make room for the terminal event
+            while not self._outbox.empty():
+                self._outbox.get_nowait()
+        self._outbox.put_nowait(ev) if not self._outbox.full() else None
+        self.closed = True
+        self.close_reason = reason
+        if self._on_closed is not None:
+            self._on_closed(self)
+
+    # ------------------------------------------------------------------ owner task
+    async def _run(self) -> None:
+        try:
+            while not self.closed:
+                msg = await self._inbox.get()
+                try:
+                    self._handle(msg)
+                except C.ProtocolError as err:
+                    self.reject(err)
+                except MediaError as err:
+                    self._error(err.code if err.code.startswith(("bad_", "invalid")) else "bad_audio", str(err),
+                                event_id=getattr(msg, "event_id", None))
+                except Exception as exc:  # a bug must not take other sessions down
+                    log.exception("session %s: internal error", self.id)
+                    self._error("internal_error", f"{type(exc).__name__}: {exc}", error_type="server_error")
+        finally:
+            if not self.closed:
+                self._close_now("shutdown")
+
+    def _handle(self, msg: Any) -> None:
+        if isinstance(msg, _Posted):
+            self._on_posted(msg)
+        elif isinstance(msg, _Seen):
+            self._ocr_busy = False
+            self._seen_text = msg.text
+        elif isinstance(msg, _Expire):
+            self._close_now(msg.reason, expired=True)
+        elif isinstance(msg, C.SessionUpdate):
+            self._on_update(msg)
+        elif isinstance(msg, C.CloseSession):
+            self._close_now("client_close")
+        elif isinstance(msg, (C.Heartbeat, C.EventAck)):
+            pass
+        elif not self.configured:
+            raise C.ProtocolError("session_not_configured", "send session.update before other events",
+                                  event_id=msg.event_id)
+        elif isinstance(msg, C.AudioAppend):
+            self._on_append(msg)
+        elif isinstance(msg, C.AppendArrays):
+            self._add_frames(list(msg.frames))
+            self._feed_audio(np.asarray(msg.audio, np.float32).reshape(-1), None)
+        elif isinstance(msg, C.Commit):
+            self._on_commit(msg)
+        elif isinstance(msg, C.ClearInput):
+            self._policy.reset()
+            self._uncommitted = 0
+            self._emit(E.InputCleared(epoch=self.epoch))
+        elif isinstance(msg, C.CancelResponse):
+            self._on_cancel(msg)
+        elif isinstance(msg, C.TurnSignal):
+            if msg.event == "barge_in":
+                self._on_cancel(C.CancelResponse(type="barge_in", event_id=msg.event_id))
+        elif isinstance(msg, C.ResponseCreate):
+            self._on_response_create(msg)
+        elif isinstance(msg, C.PlaybackAck):
+            self._on_ack(msg)
+        elif isinstance(msg, C.TextAppend):
+            raise C.ProtocolError("native_text_append_unsupported", "text input is not supported in duplex sessions",
+                                  event_id=msg.event_id)
+        elif isinstance(msg, C.SessionResume):
+            raise C.ProtocolError("unsupported_session_resume", "session resume is not supported", event_id=msg.event_id)
+
+    # ------------------------------------------------------------------ commands
+    def _on_update(self, msg: C.SessionUpdate) -> None:
+        self.settings = apply_update(self.settings, msg.session, audio_started=self._samples > 0)
+        if self.settings.input_rate_hz != INPUT_SAMPLE_RATE_HZ:
+            if self._resampler is None or self._resampler.from_rate != self.settings.input_rate_hz:
+                self._resampler = PcmStreamResampler(self.settings.input_rate_hz, INPUT_SAMPLE_RATE_HZ)
+        else:
+            self._resampler = None
+        if not self.configured:
+            self.configured = True
+            ref_samples = self._ref_samples()
+            self._ctx.set_prefix(ref_samples)
+            self._emit(E.SessionCreated(epoch=self.epoch, session=self.describe()))
+        self._emit(E.SessionUpdated(epoch=self.epoch, session=self.describe()))
+
+    def _ref_samples(self) -> int:
+        ref = self.settings.ref_audio
+        if not ref or not ref.startswith("data:"):
+            return 0
+        try:
+            return int(decode_audio(decode_base64(ref), target_rate=INPUT_SAMPLE_RATE_HZ, max_seconds=30).size)
+        except MediaError as err:
+            raise C.ProtocolError("bad_audio", f"ref_audio: {err}", param="session.ref_audio") from None
+
+    def _on_append(self, msg: C.AudioAppend) -> None:
+        fmt = msg.format or msg.input_audio_format
+        if fmt is not None and fmt.lower() not in ("pcm16", "pcm_s16le", "s16le", "pcm_f32le", "f32le", "g711_ulaw",
+                                                   "g711_alaw", "audio/pcm"):
+            raise C.ProtocolError("unsupported_audio_format", f"unsupported append format '{fmt}'",
+                                  event_id=msg.event_id, param="format")
+        raw = decode_base64(msg.audio)
+        canon = self.settings.input_format if fmt is None else fmt.lower()
+        rate = msg.sample_rate_hz or self.settings.input_rate_hz
+        try:
+            audio = decode_audio(raw, target_rate=rate, fmt=canon if canon != "audio/pcm" else "pcm16", input_rate=rate)
+        except MediaError as err:
+            raise C.ProtocolError("bad_audio", str(err), event_id=msg.event_id, param="audio") from None
+        if rate != INPUT_SAMPLE_RATE_HZ:
+            if self._resampler is None or self._resampler.from_rate != rate:
+                self._resampler = PcmStreamResampler(rate, INPUT_SAMPLE_RATE_HZ)
+            audio = self._resampler.process(audio)
+        if msg.video_frames:
+            self._take_frames(msg)
+        self._feed_audio(audio, msg.is_speech)
+
+    def _take_frames(self, msg: C.AudioAppend) -> None:
+        lim = self.deps.config.limits
+        room = self._dcfg.max_frames_per_unit - len(self._unit_frames)
+        frames = msg.video_frames or []
+        if len(frames) > room:
+            self._error("invalid_video_frames", f"at most {self._dcfg.max_frames_per_unit} frames per unit "
+                        f"(base + composite); {len(frames) - max(room, 0)} dropped", event_id=msg.event_id)
+            frames = frames[: max(room, 0)]
+        images = []
+        for i, f in enumerate(frames):
+            try:
+                images.append(decode_image(decode_base64(f), max_bytes=lim.max_image_bytes,
+                                           max_pixels=lim.max_image_pixels))
+            except MediaError as err:
+                self._error("invalid_video_frames", f"video_frames[{i}]: {err}", event_id=msg.event_id,
+                            param=f"video_frames[{i}]")
+        self._add_frames(images)
+
+    def _add_frames(self, images: list[np.ndarray]) -> None:
+        """Attach decoded frames (base first) to the unit in progress."""
+        images = images[: max(self._dcfg.max_frames_per_unit - len(self._unit_frames), 0)]
+        if not images:
+            return
+        if not self._unit_frames:
+            self._last_frame = images[0]
+        self._unit_frames.extend(images)
+        self._maybe_read_frame(force=False)
+
+    def _feed_audio(self, audio: np.ndarray, is_speech: bool | None) -> None:
+        unit = ms_to_samples(self.unit_ms, INPUT_SAMPLE_RATE_HZ)
+        first = ms_to_samples(FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ) + unit
+        self._uncommitted += audio.size
+        # Feed the policy and the clock in pieces that never straddle a unit boundary, so
+        # the unit decision sees exactly the audio up to its boundary.
+        pos = 0
+        while pos < audio.size:
+            boundary = first + self._unit_index * unit
+            take = min(audio.size - pos, max(boundary - self._samples, 0) or audio.size - pos)
+            piece = audio[pos : pos + take]
+            pos += take
+            self._samples += piece.size
+            for sig in self._policy.feed(piece):
+                self._on_signal(sig)
+            if self._samples >= boundary:
+                self._close_unit()
+
+    def _on_commit(self, msg: C.Commit) -> None:
+        if self._uncommitted == 0:
+            raise C.ProtocolError("input_audio_buffer_empty", "nothing appended since the last commit",
+                                  event_id=msg.event_id)
+        self._uncommitted = 0
+        self.turn_id += 1
+        item_id = self._user_item or f"item_{uuid.uuid4().hex[:16]}"
+        self._user_item = None
+        self._emit(E.InputCommitted(epoch=self.epoch, item_id=item_id, turn_id=self.turn_id,
+                                    history_len=len(self._history)))
+        sig = None if msg.is_speech is False else self._policy.flush()
+        if msg.is_speech is False:
+            self._policy.reset()
+        if sig is not None:
+            self._on_signal(sig, commit=True)
+        if self._reply is not None:
+            self._reply.drain = True
+            self._reply.boundary_passed = True
+            self._advance_reply()
+        else:
+            self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=self._unit_index,
+                                        reason="commit_no_speech"))
+
+    def _on_cancel(self, msg: C.CancelResponse) -> None:
+        r = self._reply
+        if msg.type == "response.cancel" and (r is None or not r.created or
+                                              (msg.response_id and msg.response_id != r.response_id)):
+            raise C.ProtocolError("response_not_active", "no active response to cancel", event_id=msg.event_id,
+                                  param="response_id" if msg.response_id else None)
+        reason = "client_cancelled" if msg.type == "response.cancel" else "barge_in"
+        rid = r.response_id if r is not None and r.created else None
+        self._cancel_reply(reason)
+        if msg.type in ("output_audio_buffer.clear", "barge_in") or rid:
+            self._emit(E.OutputAudioCleared(epoch=self.epoch, response_id=rid))
+
+    def _on_response_create(self, msg: C.ResponseCreate) -> None:
+        if self._reply is not None:
+            raise C.ProtocolError("response_already_active", "a response is already in progress", event_id=msg.event_id)
+        if self._committed_utterance is None:
+            raise C.ProtocolError("response_create_without_input", "no committed user audio to answer",
+                                  event_id=msg.event_id)
+        item_id, utt = self._committed_utterance
+        self._committed_utterance = None
+        self._start_reply(utt, item_id, drain=True)
+
+    def _on_ack(self, msg: C.PlaybackAck) -> None:
+        rid = msg.response_id or (msg.item_id[5:] if msg.item_id and msg.item_id.startswith("item_") else None)
+        if rid is None:
+            raise C.ProtocolError("missing_item_id", "playback.ack needs response_id or item_id", event_id=msg.event_id)
+        fin = self._finished.get(rid)
+        if fin is None:
+            raise C.ProtocolError("playback_item_not_found", f"no finished response '{rid}'", event_id=msg.event_id)
+        if fin.turn_id < self.turn_id:
+            raise C.ProtocolError("playback_ack_too_late", "a later user turn was already committed",
+                                  event_id=msg.event_id)
+        heard = heard_text(fin.text, fin.marks, msg.played_ms)
+        ack_only = self.settings.playback_commit_policy == "ack_only"
+        if fin.history_index is None and ack_only and heard:
+            self._history.append(Turn("assistant", heard))
+            self._history_ids.append(f"item_{rid}")
+            fin.history_index = len(self._history) - 1
+        elif fin.history_index is not None and (ack_only or msg.truncate):
+            self._history[fin.history_index] = Turn("assistant", heard)
+        committed = fin.marks[-1][1] if fin.marks else 0.0
+        self._emit(E.PlaybackAcknowledged(epoch=self.epoch, response_id=rid, played_ms=msg.played_ms,
+                                          committed_ms=min(msg.played_ms, committed), truncate=msg.truncate,
+                                          history_committed=heard))
+
+    # ------------------------------------------------------------------ turn taking
+    def _on_signal(self, sig: TurnSignal, *, commit: bool = False) -> None:
+        if sig.kind == "speech_started":
+            self._user_item = f"item_{uuid.uuid4().hex[:16]}"
+            self._emit(E.SpeechStarted(epoch=self.epoch, item_id=self._user_item,
+                                       audio_start_ms=int(sig.at_sample * 1000 / INPUT_SAMPLE_RATE_HZ)))
+            self._maybe_read_frame(force=True)
+            r = self._reply
+            if r is not None and r.created and self.settings.overlap_policy == "barge_in_on_speech":
+                self._cancel_reply("barge_in")
+                self._emit(E.OutputAudioCleared(epoch=self.epoch, response_id=r.response_id))
+            return
+        item_id = self._user_item or f"item_{uuid.uuid4().hex[:16]}"
+        self._emit(E.SpeechStopped(epoch=self.epoch, item_id=item_id,
+                                   audio_end_ms=int(sig.at_sample * 1000 / INPUT_SAMPLE_RATE_HZ)))
+        utt = sig.utterance if sig.utterance is not None else np.zeros(0, np.float32)
+        if self._reply is not None and self._reply.created:
+            return  # a short overlap while speaking: acknowledged and dropped
+        if self._reply is not None:  # the user went on before we answered: answer the latest words
+            self._cancel_reply(None)
+        if not self.settings.auto_response:
+            self._committed_utterance = (item_id, utt)
+            return
+        self._start_reply(utt, item_id, drain=commit)
+
+    def _start_reply(self, utterance: np.ndarray, item_id: str, *, drain: bool) -> None:
+        rid = f"resp_{uuid.uuid4().hex[:20]}"
+        r = Reply(response_id=rid, epoch=self.epoch, ctx=RequestContext(f"{self.id}:{rid}"), user_item_id=item_id,
+                  drain=drain, boundary_passed=drain)
+        self._reply = r
+        history = list(self._history)
+        r.task = self._spawn(self._produce(r, utterance, history, self._seen_text))
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        t = asyncio.get_running_loop().create_task(coro)
+        self._work.add(t)
+        t.add_done_callback(self._work.discard)
+        return t
+
+    async def _post(self, msg: Any) -> None:
+        if not self.closed:
+            await self._inbox.put(msg)
+
+    async def _produce(self, r: Reply, utterance: np.ndarray, history: list[Turn], seen: str) -> None:
+        pipe = self.deps.pipeline
+        try:
+            text = (await pipe.transcribe(r.ctx, utterance)).strip()
+            await self._post(_Posted(r, "transcript", text))
+            if not _meaningful(text):
+                await self._post(_Posted(r, "done"))
+                return
+            params = SamplingParams(temperature=self.settings.temperature,
+                                    max_tokens=min(self.settings.max_tokens or self._tcfg.max_reply_tokens,
+                                                   self._tcfg.max_reply_tokens))
+            prompt = ThinkerPrompt(self.settings.instructions, history, text, [seen] if seen else [])
+            reply = (await pipe.generate(r.ctx, prompt, params)).strip()
+            segments = segment_text(reply) if reply else []
+            if self.settings.speech_out and segments:
+                async for chunk in pipe.speak(r.ctx, segments):
+                    await self._post(_Posted(r, "chunk", chunk))
+            else:
+                for i, seg in enumerate(segments):
+                    await self._post(_Posted(r, "chunk", AudioChunk(i, seg, np.zeros(0, np.float32),
+                                                                   i == len(segments) - 1, 0.0)))
+            await self._post(_Posted(r, "done"))
+        except (RequestCancelled, asyncio.CancelledError):
+            return
+        except StageError as exc:
+            await self._post(_Posted(r, "failed", str(exc)))
+
+    def _on_posted(self, msg: _Posted) -> None:
+        r = msg.reply
+        if r is not self._reply or r.epoch != self.epoch:
+            return  # stale: an older epoch or a replaced reply
+        if msg.kind == "transcript":
+            r.transcript = msg.value
+            if msg.value:
+                self._emit(E.InputTranscription(epoch=self.epoch, item_id=r.user_item_id, transcript=msg.value))
+            if _meaningful(msg.value):
+                self._history.append(Turn("user", msg.value))
+                self._history_ids.append(r.user_item_id)
+                self._ctx.note_item(r.user_item_id, self._unit_index)
+        elif msg.kind == "chunk":
+            r.chunks.append(msg.value)
+        elif msg.kind == "done":
+            r.producer_done = True
+        elif msg.kind == "failed":
+            self._error("response_error", msg.value, error_type="server_error")
+            self._finish_reply("failed", "stage_error")
+            return
+        self._advance_reply()
+
+    def _advance_reply(self) -> None:
+        """Create the response once decided, release chunks within the pacing budget, finish."""
+        r = self._reply
+        if r is None:
+            return
+        if not r.created:
+            if r.transcript is None or not r.boundary_passed:
+                return
+            if not _meaningful(r.transcript) or (r.producer_done and not r.chunks):
+                self._reply = None  # nothing to say: stay listening
+                if r.drain:
+                    self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=self._unit_index,
+                                                reason="model_listen"))
+                return
+            if self._unit_index < self.settings.force_listen_count:
+                return
+            r.created = True
+            for ev in (E.ResponseCreated(epoch=r.epoch, response_id=r.response_id),
+                       E.OutputItemAdded(epoch=r.epoch, response_id=r.response_id),
+                       E.ContentPart(epoch=r.epoch, response_id=r.response_id)):
+                self._emit(ev)
+        budget = (r.units_open + 2) * self.unit_ms
+        while r.chunks and (r.drain or r.sent_ms < budget):
+            self._send_chunk(r, r.chunks.popleft())
+        if r.producer_done and not r.chunks:
+            self._finish_reply("completed", None)
+
+    def _send_chunk(self, r: Reply, chunk: AudioChunk) -> None:
+        rate = self.deps.pipeline.family.capabilities.output_sample_rate_hz
+        if not r.spoke:
+            r.spoke = True
+            self._emit(E.ResponseSpeak(epoch=r.epoch, response_id=r.response_id))
+        r.text_sent += chunk.text
+        self._unit_text_tokens += max(1, len(chunk.text) // 4) + 1
+        if chunk.audio.size:
+            r.sent_ms += chunk.audio.size * 1000.0 / rate
+            r.marks.append((len(r.text_sent), r.sent_ms))
+            end = r.producer_done and not r.chunks
+            self._emit(E.AudioDelta(epoch=r.epoch, response_id=r.response_id, audio=chunk.audio, sample_rate_hz=rate,
+                                    audio_duration_ms=r.sent_ms, text_chars=len(r.text_sent), end_of_turn=end,
+                                    session_id=self.id))
+            self._emit(E.TranscriptDelta(epoch=r.epoch, response_id=r.response_id, delta=chunk.text))
+        else:
+            self._emit(E.TextDelta(epoch=r.epoch, response_id=r.response_id, delta=chunk.text))
+        r.deltas += 1
+
+    def _finish_reply(self, status: str, reason: str | None) -> None:
+        r = self._reply
+        if r is None:
+            return
+        self._reply = None
+        if not r.created:
+            return
+        text = r.text_sent
+        if status == "completed":
+            if r.marks:
+                self._emit(E.AudioDone(epoch=r.epoch, response_id=r.response_id))
+                self._emit(E.TranscriptDone(epoch=r.epoch, response_id=r.response_id, transcript=text))
+            else:
+                self._emit(E.TextDone(epoch=r.epoch, response_id=r.response_id, text=text))
+            self._emit(E.ContentPart(epoch=r.epoch, response_id=r.response_id, done=True, transcript=text))
+            self._emit(E.OutputItemAdded(epoch=r.epoch, response_id=r.response_id, done=True, transcript=text))
+        self._emit(E.ResponseDone(epoch=r.epoch, response_id=r.response_id, status=status, reason=reason,
+                                  transcript=text, metadata={"audio_duration_ms": round(r.sent_ms, 1),
+                                                             "context_tokens": self._ctx.total}))
+        self._emit(E.RateLimitsUpdated(epoch=r.epoch))
+        fin = FinishedResponse(r.response_id, text, list(r.marks), self.turn_id)
+        if text and self.settings.playback_commit_policy == "commit_all_on_done":
+            self._history.append(Turn("assistant", text))
+            self._history_ids.append(r.item_id)
+            fin.history_index = len(self._history) - 1
+            self._ctx.note_item(r.item_id, self._unit_index)
+        self._finished[r.response_id] = fin
+        while len(self._finished) > self._dcfg.completed_append_cache_size:
+            self._finished.pop(next(iter(self._finished)))
+
+    def _cancel_reply(self, reason: str | None) -> None:
+        """Hard interrupt: new epoch, stage work cancelled, queued audio dropped."""
+        r = self._reply
+        if r is None:
+            return
+        r.ctx.cancel()
+        if r.task is not None:
+            r.task.cancel()
+        r.chunks.clear()
+        self.epoch += 1
+        if r.created and reason is not None:
+            self._finish_reply("cancelled", reason)
+        self._reply = None
+
+    # ------------------------------------------------------------------ unit clock
+    def _close_unit(self) -> None:
+        k = self._unit_index
+        self._unit_index += 1
+        now = time.perf_counter()
+        compute_ms = (now - self._unit_started_at) * 1000.0
+        self._unit_started_at = now
+        frames = self._unit_frames
+        self._unit_frames = []
+        r = self._reply
+        decision = "listen"
+        if r is not None and r.created and self._policy.user_speaking and \
+                self._policy.current_speech_ms >= self._tcfg.barge_in_ms:
+            rid = r.response_id
+            r.ctx.cancel()
+            if r.task is not None:
+                r.task.cancel()
+            r.chunks.clear()
+            self._finish_reply("completed", "user_overlap")
+            self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=k, response_id=rid,
+                                        reason="user_overlap"))
+        elif r is not None:
+            r.boundary_passed = True
+            if r.created:
+                r.units_open += 1
+                decision = "speak"
+            self._advance_reply()
+            if self._reply is not None and self._reply.created:
+                decision = "speak"
+        else:
+            self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=k))
+        listen = decision == "listen"
+        sizes = [(f.shape[1], f.shape[0]) for f in frames]
+        evicted, overflow = self._ctx.add_unit(k, self.unit_ms, sizes, self._unit_text_tokens, listen)
+        self._unit_text_tokens = 0
+        for item_id in evicted:
+            if item_id in self._history_ids:
+                i = self._history_ids.index(item_id)
+                del self._history[i], self._history_ids[i]
+                for fin in self._finished.values():
+                    if fin.history_index is not None and fin.history_index >= i:
+                        fin.history_index = fin.history_index - 1 if fin.history_index > i else None
+            self._emit(E.ItemDeleted(epoch=self.epoch, item_id=item_id))
+        self._emit(E.UnitMetrics(epoch=self.epoch, unit_index=k, compute_ms=compute_ms, context_tokens=self._ctx.total,
+                                 max_context_tokens=self._ctx.max_tokens, decision=decision))
+        if overflow:
+            self._error("context_length_exceeded", f"context of {self._ctx.total} tokens exceeds "
+                        f"{self._ctx.max_tokens} and nothing more can be dropped", error_type="server_error")
+            self._close_now("context_length_exceeded")
+        self._maybe_read_frame(force=False)
+
+    # ------------------------------------------------------------------ vision
+    def _maybe_read_frame(self, *, force: bool) -> None:
+        if not self.deps.vision or self._last_frame is None or self._ocr_busy:
+            return
+        if not force and time.monotonic() - self._ocr_at < OCR_REFRESH_S:
+            return
+        self._ocr_busy = True
+        self._ocr_at = time.monotonic()
+        frame, self._last_frame = self._last_frame, None
+        self._spawn(self._read(frame))
+
+    async def _read(self, frame: np.ndarray) -> None:
+        try:
+            text = await self.deps.pipeline.read_image(RequestContext(f"{self.id}:ocr"), frame)
+        except (RequestCancelled, StageError, asyncio.CancelledError):
+            text = self._seen_text
+        await self._post(_Seen(text))
+
+
+def _meaningful(text: str | None) -> bool:
+    """An ASR result worth answering: at least two letters that are not only filler/noise tags."""
+    if not text:
+        return False
+    letters = sum(ch.isalpha() for ch in text)
+    return letters >= 2 and not (text.startswith("[") and text.endswith("]"))

@@ -1,0 +1,119 @@
+"""SessionManager: admission of duplex sessions, slot accounting and the reaper.
+
+Admission is immediate: a session beyond ``duplex_session.max_sessions`` is refused at once
+with :class:`CapacityExhausted` (code ``resource_exhausted``), never queued. A slot comes
+back when the session closes (``session.close``), when its transport has been gone for
+``disconnect_grace_s``, or when it has been idle for ``idle_ttl_s``; the reaper checks
+every ``reaper_interval_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any
+
+from app.backend.metrics import EngineMetrics
+from app.backend.session import DuplexSession, SessionDeps
+
+log = logging.getLogger(__name__)
+
+
+class CapacityExhausted(Exception):
+    """No free session slot. ``code`` is ``resource_exhausted``; ``limit`` the slot count."""
+
+    code = "resource_exhausted"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"duplex_session_capacity_exhausted: limit={limit}")
+        self.limit = limit
+
+
+class SessionManager:
+    """Owns every duplex session of the process.
+
+    Args:
+        deps: shared parts every session gets.
+        metrics: engine metrics (active/refused gauges).
+    """
+
+    def __init__(self, deps: SessionDeps, metrics: EngineMetrics) -> None:
+        self._deps = deps
+        self._cfg = deps.config.duplex_session
+        self._metrics = metrics
+        self.sessions: dict[str, DuplexSession] = {}
+        self._reaper: asyncio.Task[None] | None = None
+
+    @property
+    def max_sessions(self) -> int:
+        """Slot count (``duplex_session.max_sessions``)."""
+        return int(self._cfg.max_sessions)
+
+    @property
+    def active(self) -> int:
+        """Sessions holding a slot."""
+        return len(self.sessions)
+
+    def open(self) -> DuplexSession:
+        """Admit and start a new session.
+
+        Raises:
+            CapacityExhausted: every slot is taken.
+        """
+        if len(self.sessions) >= self.max_sessions:
+            self._metrics.sessions_refused.inc()
+            raise CapacityExhausted(self.max_sessions)
+        sid = f"duplex-{uuid.uuid4()}"
+        s = DuplexSession(sid, self._deps, on_closed=self._release)
+        self.sessions[sid] = s
+        self._metrics.sessions_active.set(len(self.sessions))
+        s.start()
+        return s
+
+    def detach(self, session: DuplexSession) -> None:
+        """The transport is gone; the slot is kept for ``disconnect_grace_s``, then reaped."""
+        if not session.closed:
+            session.detached_at = time.monotonic()
+
+    def _release(self, session: DuplexSession) -> None:
+        if self.sessions.pop(session.id, None) is not None:
+            self._metrics.sessions_active.set(len(self.sessions))
+
+    def start(self) -> None:
+        """Start the reaper."""
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_forever(), name="session-reaper")
+
+    async def stop(self) -> None:
+        """Close every session and stop the reaper."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+        for s in list(self.sessions.values()):
+            s.expire("server_shutdown")
+        await asyncio.sleep(0)
+
+    def reap(self, now: float | None = None) -> list[str]:
+        """Expire detached-past-grace and idle sessions; returns the ids expired."""
+        now = time.monotonic() if now is None else now
+        out = []
+        for s in list(self.sessions.values()):
+            if s.detached_at is not None and now - s.detached_at >= self._cfg.disconnect_grace_s:
+                s.expire("disconnect_grace_expired")
+                out.append(s.id)
+            elif self._cfg.idle_ttl_s is not None and now - s.last_activity >= self._cfg.idle_ttl_s:
+                s.expire("idle_ttl_expired")
+                out.append(s.id)
+        return out
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._cfg.reaper_interval_s)
+            try:
+                self.reap()
+            except Exception:  # the reaper must survive a bad session
+                log.exception("reaper failed")
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counts for /health."""
+        return {"active": self.active, "max_sessions": self.max_sessions}

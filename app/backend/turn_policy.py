@@ -1,0 +1,141 @@
+"""A VAD-driven :class:`~app.backend.stages.TurnPolicy` (the ``tiny`` family's turn-taking).
+
+State machine over per-window speech probabilities (Silero VAD windows of 32 ms):
+
+* silence -> speech when the speech windows since the last silence add up to
+  ``min_speech_ms`` (a click or a short cough never starts a turn);
+* speech -> end of turn after ``end_of_turn_silence_ms`` of continuous non-speech;
+* the utterance handed on is the audio from ``pad_ms`` before the speech onset to the
+  end of the last speech window, plus ``pad_ms``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from app.backend.stages import TurnPolicy, TurnSignal
+from app.constants import INPUT_SAMPLE_RATE_HZ, ms_to_samples
+
+
+class StreamingVad(Protocol):
+    """A streaming voice-activity detector over 16 kHz float32 audio."""
+
+    window_samples: int
+
+    def process(self, chunk: np.ndarray) -> np.ndarray:
+        """Speech probability per completed window (leftovers carried to the next call)."""
+
+    def reset(self) -> None:
+        """Forget state."""
+
+
+class VadTurnPolicy(TurnPolicy):
+    """Turn-taking from a streaming VAD.
+
+    Args:
+        vad: the detector (one per session).
+        config: the deploy config's ``turn_policy`` (``vad_threshold``,
+            ``end_of_turn_silence_ms``, ``min_speech_ms``).
+        pad_ms: audio kept before the onset and after the last speech window, ms.
+        max_utterance_s: the utterance buffer keeps at most this much audio, seconds.
+    """
+
+    def __init__(self, vad: StreamingVad, config: Any, *, pad_ms: float = 200.0, max_utterance_s: float = 30.0):
+        self._vad = vad
+        self._threshold = float(config.vad_threshold)
+        self._eot_samples = ms_to_samples(config.end_of_turn_silence_ms, INPUT_SAMPLE_RATE_HZ)
+        self._min_speech_samples = ms_to_samples(config.min_speech_ms, INPUT_SAMPLE_RATE_HZ)
+        self._pad = ms_to_samples(pad_ms, INPUT_SAMPLE_RATE_HZ)
+        self._max_keep = int(max_utterance_s * INPUT_SAMPLE_RATE_HZ)
+        self._win = int(vad.window_samples)
+        self.reset_all()
+
+    def reset_all(self) -> None:
+        """Reset everything, including the sample clock."""
+        self._vad.reset()
+        self._pos = 0  # samples judged by the VAD so far
+        self._fed = 0  # samples fed so far
+        self._ring = np.zeros(0, np.float32)  # recent input audio
+        self._ring_start = 0  # sample index of _ring[0]
+        self._reset_turn()
+
+    def _reset_turn(self) -> None:
+        self._speaking = False
+        self._cand_speech = 0  # speech samples since the last long silence (pre-onset)
+        self._cand_start: int | None = None
+        self._onset = 0
+        self._last_speech_end = 0
+        self._speech_samples = 0
+        self._silence_run = 0
+
+    def reset(self) -> None:
+        """Forget the utterance in progress."""
+        self._reset_turn()
+
+    @property
+    def user_speaking(self) -> bool:
+        return self._speaking
+
+    @property
+    def current_speech_ms(self) -> float:
+        return self._speech_samples * 1000.0 / INPUT_SAMPLE_RATE_HZ if self._speaking else 0.0
+
+    def feed(self, audio: np.ndarray) -> list[TurnSignal]:
+        """Feed float32 16 kHz audio; returns ``speech_started`` / ``end_of_turn`` signals."""
+        audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+        self._ring = np.concatenate([self._ring, audio])
+        self._fed += audio.size
+        keep = self._max_keep + self._pad * 2
+        if self._ring.size > keep:
+            drop = self._ring.size - keep
+            self._ring = self._ring[drop:]
+            self._ring_start += drop
+        signals: list[TurnSignal] = []
+        for p in self._vad.process(audio):
+            start = self._pos
+            self._pos += self._win
+            speech = float(p) >= self._threshold
+            if not self._speaking:
+                if speech:
+                    if self._cand_start is None:
+                        self._cand_start = start
+                    self._cand_speech += self._win
+                    self._silence_run = 0
+                    if self._cand_speech >= self._min_speech_samples:
+                        self._speaking = True
+                        self._onset = self._cand_start
+                        self._speech_samples = self._cand_speech
+                        self._last_speech_end = self._pos
+                        signals.append(TurnSignal("speech_started", self._onset))
+                else:
+                    self._silence_run += self._win
+                    if self._silence_run >= self._eot_samples:
+                        self._cand_speech, self._cand_start = 0, None
+            else:
+                if speech:
+                    self._speech_samples += self._win
+                    self._last_speech_end = self._pos
+                    self._silence_run = 0
+                else:
+                    self._silence_run += self._win
+                    if self._silence_run >= self._eot_samples:
+                        signals.append(self._end_turn())
+        return signals
+
+    def flush(self) -> TurnSignal | None:
+        """End the utterance in progress now (a commit); ``None`` when the user is silent."""
+        if not self._speaking:
+            self._cand_speech, self._cand_start = 0, None
+            return None
+        return self._end_turn()
+
+    def _end_turn(self) -> TurnSignal:
+        start = max(self._onset - self._pad, self._ring_start)
+        end = min(self._last_speech_end + self._pad, self._ring_start + self._ring.size)
+        utt = self._ring[start - self._ring_start : end - self._ring_start].copy()
+        speech_ms = self._speech_samples * 1000.0 / INPUT_SAMPLE_RATE_HZ
+        sig = TurnSignal("end_of_turn", self._last_speech_end, utterance=utt, speech_ms=speech_ms)
+        self._reset_turn()
+        return sig

@@ -1,0 +1,77 @@
+"""Command line: ``serve``, ``chat``, ``realtime-demo``.
+
+``python -m app serve [--deploy-config FILE] [--stage-overrides JSON] [--host H] [--port P]``
+``python -m app chat (--text T | --audio FILE) [--image FILE] [--url URL] [--out reply.wav]``
+``python -m app realtime-demo --url URL --input-wav F ...`` (see ``--help``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.config import ConfigError, load_deploy_config
+    from app.server import build_app
+
+    try:
+        cfg = load_deploy_config(args.deploy_config, args.stage_overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    host = args.host or cfg.server.host
+    port = args.port or cfg.server.port
+    app = build_app(cfg, with_ui=not args.no_ui)
+    print(f"omni-duplex: model family '{cfg.model_family}' on http://{host}:{port}/", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level=args.log_level, ws_max_size=64 * 1024 * 1024)
+    return 0
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from app.client.chat import run_chat_cli
+
+    return run_chat_cli(args)
+
+
+def _realtime_demo(argv: list[str]) -> int:
+    from app.client.demo import main_realtime_demo
+
+    return main_realtime_demo(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if argv and argv[0] == "realtime-demo":
+        return _realtime_demo(argv[1:])
+    p = argparse.ArgumentParser(prog="python -m app", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="start the server (page + API) on one port")
+    s.add_argument("--deploy-config", default=None, help="deploy YAML (default configs/tiny.yaml)")
+    s.add_argument("--stage-overrides", default=None, help='JSON keyed by stage id, e.g. \'{"0":{"max_num_seqs":2}}\'')
+    s.add_argument("--host", default=None)
+    s.add_argument("--port", type=int, default=None)
+    s.add_argument("--no-ui", action="store_true", help="API only, no browser page")
+    s.add_argument("--log-level", default="info")
+    c = sub.add_parser("chat", help="one chat request from the shell")
+    g = c.add_mutually_exclusive_group(required=True)
+    g.add_argument("--text")
+    g.add_argument("--audio", help="a spoken question (wav/flac/mp3/ogg)")
+    c.add_argument("--image", help="an image to show the model")
+    c.add_argument("--url", default=None, help="server base URL; default: run the model in-process")
+    c.add_argument("--out", default="reply.wav", help="where to write the spoken reply (24 kHz WAV)")
+    c.add_argument("--text-only", action="store_true", help="no speech")
+    c.add_argument("--deploy-config", default=None)
+    sub.add_parser("realtime-demo", help="stream a WAV/video through /v1/realtime (see realtime-demo --help)")
+    args = p.parse_args(argv)
+    if args.cmd == "serve":
+        return _serve(args)
+    return _chat(args)

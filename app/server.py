@@ -1,0 +1,54 @@
+"""Build the one FastAPI application: API routes + the Gradio page, on one port."""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from app.api import chat as chat_api
+from app.api import ops as ops_api
+from app.api import realtime as realtime_api
+from app.api.errors import install_error_handlers
+from app.backend.engine import Engine
+from app.backend.stages import ModelFamily
+
+log = logging.getLogger(__name__)
+
+
+def build_app(config: Any, *, family: ModelFamily | None = None, with_ui: bool = True) -> FastAPI:
+    """Create the application.
+
+    Args:
+        config: the deploy config (:class:`app.config.DeployConfig`).
+        family: an already-loaded model family to reuse (tests); loaded at start-up when None.
+        with_ui: mount the Gradio/FastRTC page at ``/``.
+
+    Returns:
+        The FastAPI app; the engine is at ``app.state.engine`` and starts in the lifespan.
+    """
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    engine = Engine(config, family)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        await engine.start()
+        try:
+            yield
+        finally:
+            await engine.stop()
+
+    app = FastAPI(title="omni-duplex", lifespan=lifespan)
+    app.state.engine = engine
+    install_error_handlers(app)
+    app.include_router(chat_api.router)
+    app.include_router(realtime_api.router)
+    app.include_router(ops_api.router)
+    if with_ui:
+        from app.ui.page import mount_ui
+
+        mount_ui(app, engine)
+    return app
