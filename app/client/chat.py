@@ -1,0 +1,141 @@
+"""``python -m app chat``: one chat turn from the shell, against a server or in-process.
+
+``python -m app chat (--text T | --audio FILE) [--image FILE] [--url URL] [--out reply.wav]
+[--text-only] [--deploy-config F]``
+
+* With ``--url`` the request goes to ``POST {url}/v1/chat/completions`` through the ``openai``
+  SDK (non-streaming; key from ``OPENAI_API_KEY``, default ``EMPTY``); the model name is the
+  server's first ``/v1/models`` entry.
+* Without ``--url`` the deploy config's model family is loaded here and
+  :func:`app.backend.chat.run_chat` is called directly (no HTTP).
+
+Prints what the model heard (in-process only), the reply transcript and the path of the reply
+WAV (24 kHz mono), which is not written with ``--text-only`` or when the reply is empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.media import MediaError, guess_audio_format, to_data_url
+
+_IMAGE_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
+               ".gif": "image/gif", ".bmp": "image/bmp"}
+
+
+def _api_base(url: str) -> str:
+    base = url.rstrip("/")
+    return base if base.endswith("/v1") else base + "/v1"
+
+
+def build_messages(text: str | None, audio: Path | None, image: Path | None) -> list[dict[str, Any]]:
+    """The ``messages`` of one user turn: the image (data URL) first, then the text or the spoken question."""
+    parts: list[dict[str, Any]] = []
+    if image is not None:
+        mime = _IMAGE_MIME.get(image.suffix.lower(), "image/png")
+        parts.append({"type": "image_url", "image_url": {"url": to_data_url(image.read_bytes(), mime)}})
+    if audio is not None:
+        fmt = guess_audio_format(audio.suffix) or "wav"
+        parts.append({"type": "input_audio",
+                      "input_audio": {"data": base64.b64encode(audio.read_bytes()).decode("ascii"), "format": fmt}})
+    if text:
+        parts.append({"type": "text", "text": text})
+    return [{"role": "user", "content": parts}]
+
+
+def _remote(args: argparse.Namespace, messages: list[dict[str, Any]], out: Path) -> tuple[str, str | None]:
+    from openai import OpenAI
+
+    client = OpenAI(base_url=_api_base(args.url), api_key=os.environ.get("OPENAI_API_KEY", "EMPTY"), max_retries=0)
+    model = client.models.list().data[0].id
+    kwargs: dict[str, Any] = {"modalities": ["text"]}
+    if not args.text_only:
+        kwargs = {"modalities": ["text", "audio"], "audio": {"format": "wav", "voice": "default"}}
+    resp = client.chat.completions.create(model=model, messages=messages, **kwargs)  # type: ignore[arg-type]
+    text = ""
+    audio_b64 = None
+    for choice in resp.choices:  # choice 0 carries both; vLLM-Omni servers send a second, audio-only choice
+        text = text or (choice.message.content or "")
+        if choice.message.audio is not None and not audio_b64:
+            audio_b64 = choice.message.audio.data
+    if audio_b64:
+        out.write_bytes(base64.b64decode(audio_b64))
+        return text, str(out)
+    return text, None
+
+
+async def _local(args: argparse.Namespace, out: Path) -> tuple[str, str, str | None]:
+    from app.backend.chat import ChatInput, run_chat
+    from app.backend.engine import Engine
+    from app.backend.pipeline import AudioChunk, RequestContext
+    from app.backend.stages import SamplingParams
+    from app.config import load_deploy_config
+    from app.constants import INPUT_SAMPLE_RATE_HZ
+    from app.media import decode_audio, decode_image, encode_wav
+
+    cfg = load_deploy_config(args.deploy_config)
+    limits = cfg.limits
+    inp = ChatInput()
+    if args.text:
+        inp.texts.append(args.text)
+    if args.audio:
+        inp.audios.append(decode_audio(Path(args.audio).read_bytes(), target_rate=INPUT_SAMPLE_RATE_HZ,
+                                       max_seconds=limits.max_audio_seconds))
+    if args.image:
+        inp.images.append(decode_image(Path(args.image).read_bytes(), max_bytes=limits.max_image_bytes,
+                                       max_pixels=limits.max_image_pixels))
+    keys = set(SamplingParams.__dataclass_fields__)
+    params = SamplingParams(**{k: v for k, v in cfg.stage(0).default_sampling_params.as_dict().items() if k in keys})
+    engine = Engine(cfg)
+    await engine.start()
+    try:
+        assert engine.pipeline is not None and engine.family is not None
+        ctx = RequestContext(f"cli-{uuid.uuid4().hex[:12]}")
+        heard, text, pieces = "", "", []
+        async for item in run_chat(engine.pipeline, ctx, inp, params, speech=not args.text_only):
+            if isinstance(item, AudioChunk):
+                pieces.append(item.audio)
+            else:
+                heard, text = item.user_text, item.text
+        if pieces and sum(p.size for p in pieces):
+            out.write_bytes(encode_wav(np.concatenate(pieces), engine.family.capabilities.output_sample_rate_hz))
+            return heard, text, str(out)
+        return heard, text, None
+    finally:
+        await engine.stop()
+
+
+def run_chat_cli(args: argparse.Namespace) -> int:
+    """Run ``python -m app chat``; returns the exit code (0 ok, 1 request failed, 2 bad arguments)."""
+    out = Path(args.out)
+    for name in ("audio", "image"):
+        value = getattr(args, name, None)
+        if value and not Path(value).is_file():
+            print(f"error: --{name} {value}: no such file", file=sys.stderr)
+            return 2
+    try:
+        if args.url:
+            messages = build_messages(args.text, Path(args.audio) if args.audio else None,
+                                      Path(args.image) if args.image else None)
+            text, wav = _remote(args, messages, out)
+        else:
+            heard, text, wav = asyncio.run(_local(args, out))
+            print(f"heard: {heard}")
+    except MediaError as exc:
+        print(f"error: bad input media: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - a CLI reports, it does not trace back
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(f"transcript: {text}")
+    print(f"audio: {wav}" if wav else "audio: (none)")
+    return 0
