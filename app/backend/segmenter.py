@@ -1,0 +1,94 @@
+"""Cut reply text into unit-sized segments for the Talker (model-agnostic).
+
+MiniCPM-o's duplex loop closes a unit's text once it reaches
+:data:`~app.constants.MAX_SEGMENT_CHARS` (28) characters; each segment is then voiced by the
+Talker on its own. :func:`segment_text` reproduces that granularity for whole reply texts, at
+word boundaries, without losing a single character.
+
+Conventions:
+    * **Whitespace trails.** The whitespace that separates two segments stays at the *end* of
+      the earlier segment, so every segment but the first starts with a non-space character and
+      ``"".join(segments) == text`` always holds. Leading whitespace of ``text`` (if any) stays
+      at the start of the first segment.
+    * **Length.** A segment's *visible* length -- ``len(segment.strip())`` -- is at most
+      ``max_chars``. The only exception is a segment made of one single word (a run of
+      non-whitespace) longer than ``max_chars``; such a word is never split.
+    * **Punctuation.** When the greedy cut would fall in the middle of a clause, a cut right
+      after punctuation (``. , ; : ! ?`` and closing quotes/brackets after them) is preferred,
+      provided that segment is still at least :data:`PUNCT_MIN_FRACTION` of ``max_chars``
+      long, so segments do not become tiny.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Final
+
+from app.constants import MAX_SEGMENT_CHARS
+
+PUNCT_MIN_FRACTION: Final[float] = 0.5
+"""A punctuation cut is taken only if the segment it closes has at least this fraction of
+``max_chars`` visible characters (14 of 28); otherwise the greedy word cut is used."""
+
+_TOKEN_RE: Final[re.Pattern[str]] = re.compile(r"\S+\s*")
+"""A word followed by its trailing whitespace."""
+
+_PUNCT_END_RE: Final[re.Pattern[str]] = re.compile(r"[.,;:!?\u2026\u2014][\"'\u201d\u2019)\]]*$")
+"""A word that ends a clause: ends with punctuation, optionally followed by closing marks."""
+
+
+def segment_text(text: str, max_chars: int = MAX_SEGMENT_CHARS) -> list[str]:
+    """Split ``text`` into consecutive segments of at most ``max_chars`` visible characters.
+
+    Args:
+        text: any string (may be empty, may contain newlines or runs of spaces).
+        max_chars: the segment budget in characters (>= 1); default
+            :data:`~app.constants.MAX_SEGMENT_CHARS`.
+
+    Returns:
+        The segments, in order. ``"".join(result) == text``. ``[]`` for ``""``; a whitespace-only
+        text comes back as one segment (``[text]``) so no character is lost. Every segment
+        contains at least one non-space character except in that whitespace-only case.
+
+    Raises:
+        ValueError: ``max_chars`` < 1.
+    """
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    if not text:
+        return []
+    lead_len = len(text) - len(text.lstrip())
+    lead, body = text[:lead_len], text[lead_len:]
+    if not body:
+        return [text]
+
+    tokens = _TOKEN_RE.findall(body)
+    min_punct = math.ceil(PUNCT_MIN_FRACTION * max_chars)
+    segments: list[str] = []
+    i = 0
+    while i < len(tokens):
+        # Greedy: take as many whole words as fit (always at least one).
+        j = i + 1
+        visible = len(tokens[i].rstrip())
+        while j < len(tokens):
+            grown = (
+                visible + len(tokens[j - 1]) - len(tokens[j - 1].rstrip()) + len(tokens[j].rstrip())
+            )
+            if grown > max_chars:
+                break
+            visible = grown
+            j += 1
+        # Prefer an earlier cut right after punctuation when the greedy cut splits a clause.
+        if j < len(tokens) and not _PUNCT_END_RE.search(tokens[j - 1].rstrip()):
+            for k in range(j - 1, i, -1):  # k = number of words ending the candidate segment
+                candidate = "".join(tokens[i:k]).rstrip()
+                if len(candidate) < min_punct:
+                    break
+                if _PUNCT_END_RE.search(candidate):
+                    j = k
+                    break
+        segments.append("".join(tokens[i:j]))
+        i = j
+    segments[0] = lead + segments[0]
+    return segments

@@ -1,0 +1,264 @@
+"""Full duplex over WS /v1/realtime?duplex=1 with the real `tiny` models on a real loopback server."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+
+import numpy as np
+import pytest
+import websockets
+
+from app.client.config import SessionConfig
+from app.client.duplex import DuplexClient
+from app.client.protocol import DuplexProtocolError
+from app.constants import INPUT_SAMPLE_RATE_HZ
+from app.media import float_to_pcm16
+from tests.conftest import espeak_wav
+from tests.integration.rt_helpers import assert_invariants, response_audio, silence, transcribe_24k, types, wav_pcm16
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+async def run_turn(url: str, pcm: bytes, *, config: SessionConfig | None = None, realtime: bool = False,
+                   commit: bool = True, timeout_s: float = 30.0) -> DuplexClient:
+    """Stream ``pcm``, commit, and wait until the post-commit decision has finished."""
+    async with DuplexClient(url, config=config) as c:
+        await c.stream_pcm(pcm, chunk_ms=100, realtime=realtime)
+        if commit:
+            mark = len(c.collector.events)
+            await c.commit()
+            committed = await c.wait_for("input_audio_buffer.committed", timeout_s=10, after_index=mark)
+            await c.wait_for(
+                lambda e: e["type"] == "response.done"
+                or (e["type"] == "response.listen" and e.get("response", {}).get("metadata", {}).get("reason")
+                    in ("commit_no_speech", "model_listen") and not _response_open(c)),
+                timeout_s=timeout_s,
+                after_index=c.collector.events.index(committed) + 1,
+            )
+    return c
+
+
+def _response_open(c: DuplexClient) -> bool:
+    created = {e["response_id"] for e in c.collector.events if e["type"] == "response.created"}
+    done = {e["response_id"] for e in c.collector.events if e["type"] == "response.done"}
+    return bool(created - done)
+
+
+async def test_spoken_question_gets_spoken_answer(server, tiny_family, question_wav):
+    c = await run_turn(server.ws_url, wav_pcm16(question_wav))
+    ev = c.collector.events
+    assert_invariants(ev, "spoken_question")
+    created = [e for e in ev if e["type"] == "response.created"]
+    assert len(created) == 1, types(ev)
+    rid = created[0]["response_id"]
+    said = [e["transcript"] for e in ev if e["type"] == "conversation.item.input_audio_transcription.completed"]
+    assert any("capital" in s.lower() and "france" in s.lower() for s in said), said
+    transcript = "".join(e["delta"] for e in ev if e["type"] == "response.output_audio_transcript.delta")
+    assert "paris" in transcript.lower(), transcript
+    audio = response_audio(ev, rid)
+    assert audio.size > 0.5 * 24_000
+    assert "paris" in transcribe_24k(tiny_family, audio).lower()
+    # one transcript delta per audio delta, the decision came before any audio
+    n_audio = types(ev).count("response.output_audio.delta")
+    assert n_audio == types(ev).count("response.output_audio_transcript.delta") >= 1
+    assert types(ev).index("response.speak") < types(ev).index("response.output_audio.delta")
+    assert c.session["capabilities"]["chunk_period_ms"] == 1000
+
+
+@pytest.mark.parametrize("kind", ["silence", "noise", "tone"])
+async def test_no_response_to_silence_noise_or_tone(server, kind):
+    n = 10 * INPUT_SAMPLE_RATE_HZ
+    rng = np.random.default_rng(0)
+    if kind == "silence":
+        pcm = silence(10)
+    elif kind == "noise":
+        pcm = float_to_pcm16((0.05 * rng.standard_normal(n)).astype(np.float32))
+    else:
+        t = np.arange(n) / INPUT_SAMPLE_RATE_HZ
+        pcm = float_to_pcm16((0.3 * np.sin(2 * np.pi * 1000 * t)).astype(np.float32))
+    c = await run_turn(server.ws_url, pcm)
+    ev = c.collector.events
+    assert_invariants(ev, f"no_response_{kind}")
+    assert "response.created" not in types(ev)
+    listens = [e for e in ev if e["type"] == "response.listen"]
+    assert len(listens) >= 9  # one per unit (10 s of 1 s units) + the post-commit decision
+
+
+async def test_admission_refuses_exactly_one_of_five_then_admits_after_close(server):
+    assert server.engine.sessions.max_sessions == 4
+
+    async def open_one():
+        c = DuplexClient(server.ws_url, handshake_timeout_s=10)
+        t0 = time.perf_counter()
+        try:
+            await c.connect()
+            return c, None, time.perf_counter() - t0
+        except DuplexProtocolError as exc:
+            return None, exc, time.perf_counter() - t0
+
+    results = await asyncio.gather(*[open_one() for _ in range(5)])
+    ok = [r[0] for r in results if r[0] is not None]
+    refused = [r for r in results if r[1] is not None]
+    assert len(ok) == 4 and len(refused) == 1
+    assert refused[0][1].code == "resource_exhausted"
+    assert refused[0][2] < 2.0  # refused at once, never a hang
+    await ok[0].close()
+    await asyncio.sleep(0.3)
+    again = DuplexClient(server.ws_url)
+    await again.connect()
+    assert again.session_id
+    for c in [*ok[1:], again]:
+        await c.close()
+
+
+async def test_soft_barge_in_ends_response_and_answers_second_question(server, tiny_family, speech_dir):
+    q1 = espeak_wav("Tell me a story about a cat and a dog.", speech_dir / "story.wav", lead_s=0.3, tail_s=0.0)
+    q2 = espeak_wav("What is the capital of France?", speech_dir / "q2.wav", lead_s=0.0, tail_s=2.0)
+    async with DuplexClient(server.ws_url) as c:
+        await c.stream_pcm(wav_pcm16(q1) + silence(0.2), chunk_ms=100, realtime=True)
+        # keep streaming silence until the model starts speaking
+        t0 = time.monotonic()
+        while "response.output_audio.delta" not in types(c.collector.events) and time.monotonic() - t0 < 15:
+            await c.stream_pcm(silence(0.2), chunk_ms=100, realtime=True)
+        assert "response.output_audio.delta" in types(c.collector.events)
+        first = next(e["response_id"] for e in c.collector.events if e["type"] == "response.created")
+        onset_ms = c.audio_end_ms
+        mark = len(c.collector.events)
+        await c.stream_pcm(wav_pcm16(q2), chunk_ms=100, realtime=True)
+        done1 = next(e for e in c.collector.events[mark:] if e["type"] == "response.done" and e["response_id"] == first)
+        await c.commit()
+        await c.wait_for(lambda e: e["type"] == "response.done" and e["response_id"] != first, timeout_s=30)
+        ev = c.collector.events
+    assert_invariants(ev, "soft_barge_in")
+    assert done1["response"]["status_details"]["reason"] == "user_overlap"
+    # ended within one unit after the overlap passed the barge-in threshold
+    idx = ev.index(done1)
+    appended_ms = sum(1 for e in c.appends if e.audio_end_ms <= onset_ms)  # noqa: F841 (documentation)
+    listen = next(e for e in ev[idx:] if e["type"] == "response.listen")
+    assert listen["response_id"] == first
+    ended_at_ms = max(a.audio_end_ms for a in c.appends if a.sent_at_s <= done1["_client_received_at_s"])
+    cfg = server.engine.config
+    assert ended_at_ms - onset_ms <= cfg.turn_policy.barge_in_ms + cfg.duplex_session.chunk_period_ms + 300
+    second = [e for e in ev if e["type"] == "response.created" and e["response_id"] != first]
+    assert second
+    text2 = "".join(e["delta"] for e in ev if e["type"] == "response.output_audio_transcript.delta"
+                    and e["response_id"] == second[-1]["response_id"])
+    assert "paris" in text2.lower(), text2
+
+
+async def test_hard_cancel_before_first_audio(server, question_wav):
+    async with DuplexClient(server.ws_url) as c:
+        await c.stream_pcm(wav_pcm16(question_wav), chunk_ms=100, realtime=False)
+        created = await c.wait_for("response.created", timeout_s=20)
+        if "response.output_audio.delta" not in types(c.collector.events):
+            await c.cancel_response()
+            done = await c.wait_for("response.done", timeout_s=10)
+            assert done["response"]["status"] == "cancelled"
+            assert done["response_id"] == created["response_id"]
+        else:  # audio raced ahead: a cancel must still end it
+            await c.cancel_response()
+            done = await c.wait_for("response.done", timeout_s=10)
+        await c.stream_pcm(silence(1.5), chunk_ms=100, realtime=False)
+        await asyncio.sleep(0.5)
+        ev = c.collector.events
+    assert_invariants(ev, "hard_cancel")
+    after = ev[ev.index(done) + 1 :]
+    assert not [e for e in after if e.get("response_id") == created["response_id"] and e["type"] != "output_audio_buffer.cleared"]
+
+
+async def test_playback_ack_truncates_history(server, question_wav):
+    cfg = SessionConfig(playback_commit_policy="ack_only")
+    async with DuplexClient(server.ws_url, config=cfg) as c:
+        await c.stream_pcm(wav_pcm16(question_wav), chunk_ms=100, realtime=False)
+        await c.commit()
+        done = await c.wait_for("response.done", timeout_s=30)
+        rid = done["response_id"]
+        full = done["response"]["output"][0]["content"][0]["transcript"]
+        await c.ack_playback(rid, f"item_{rid}", played_ms=300, truncate=True)
+        ack = await c.wait_for("playback.acknowledged", timeout_s=5)
+        await c.ack_playback("resp_unknown", "item_resp_unknown", played_ms=10)
+        err = await c.wait_for("error", timeout_s=5, raise_on_error=False)
+        # after a later commit, an ack for the old response is too late
+        await c.stream_pcm(silence(0.5), chunk_ms=100, realtime=False)
+        await c.commit()
+        await c.ack_playback(rid, f"item_{rid}", played_ms=100)
+        late = await c.wait_for(lambda e: e["type"] == "error" and e["error"]["code"] == "playback_ack_too_late",
+                                timeout_s=5, raise_on_error=False)
+    heard = ack["event"]["history_committed"]
+    assert len(heard) < len(full) and full.startswith(heard)
+    assert err["error"]["code"] == "playback_item_not_found"
+    assert late["error"]["code"] == "playback_ack_too_late"
+
+
+async def test_bad_input_gets_coded_errors_and_session_keeps_working(server, question_wav):
+    url = server.ws_url + "/v1/realtime?duplex=1&autostart=0"
+    async with websockets.connect(url, max_size=None) as ws:
+
+        async def expect(code: str) -> dict:
+            while True:
+                e = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                if e["type"] == "error":
+                    assert e["error"]["code"] == code, e
+                    return e
+
+        await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": "AAAA"}))
+        await expect("session_not_configured")
+        await ws.send(json.dumps({"type": "session.update", "session": {"turn_detection": None}}))
+        await ws.send("{not json")
+        await expect("invalid_json")
+        await ws.send(json.dumps({"type": "no.such.event"}))
+        await expect("unknown_event")
+        await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": 12}))
+        await expect("bad_event")
+        await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(b"\x00\x01\x02").decode()}))
+        await expect("bad_audio")
+        await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": "A" * (5 * 1024 * 1024)}))
+        await expect("event_too_large")
+        await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": "!!notbase64!!"}))
+        await expect("bad_base64")
+        await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        await expect("input_audio_buffer_empty")
+        await ws.send(json.dumps({"type": "response.cancel"}))
+        await expect("response_not_active")
+        await ws.send(json.dumps({"type": "session.update", "session": {"turn_detection": {"type": "server_vad"}}}))
+        await expect("unsupported_turn_detection")
+        await ws.send(json.dumps({"type": "session.update", "session": {"input_audio_format": "mp9"}}))
+        await expect("unsupported_audio_format")
+        await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(b"\0\0" * 160).decode(),
+                                  "video_frames": ["bm90IGFuIGltYWdl"]}))
+        await expect("invalid_video_frames")
+        # and the session still answers a real question
+        pcm = wav_pcm16(question_wav)
+        for i in range(0, len(pcm), 3200):
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm[i:i + 3200]).decode()}))
+        await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        got = []
+        while True:
+            e = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            got.append(e)
+            if e["type"] == "response.done":
+                break
+        assert e["response"]["status"] == "completed"
+        await ws.send(json.dumps({"type": "session.close"}))
+        await ws.send(json.dumps({"type": "session.close"}))
+        closed = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        while closed["type"] != "session.closed":
+            closed = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        assert closed["reason"] == "client_close"
+
+
+async def test_one_sessions_failure_does_not_reach_another(server, question_wav):
+    good = DuplexClient(server.ws_url)
+    await good.connect()
+    async with websockets.connect(server.ws_url + "/v1/realtime?duplex=1", max_size=None) as bad:
+        for junk in ["\x00", "{}", "[]", json.dumps({"type": "input_audio_buffer.append", "audio": "%%%"})]:
+            await bad.send(junk)
+        await bad.close()
+    await good.stream_pcm(wav_pcm16(question_wav), chunk_ms=100, realtime=False)
+    await good.commit()
+    done = await good.wait_for("response.done", timeout_s=30)
+    assert done["response"]["status"] == "completed"
+    await good.close()
