@@ -1,0 +1,111 @@
+"""Tests for app.backend.segmenter.segment_text (pure text, no models)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.backend.segmenter import segment_text
+from app.constants import MAX_SEGMENT_CHARS
+
+SAMPLES = [
+    "The capital of France is Paris.",
+    "Hello there, my friend. The capital of France is Paris, and the capital of Italy is Rome.",
+    "I think the answer is forty two, but I am not entirely sure about it, to be honest.",
+    "Supercalifragilisticexpialidocious-and-then-some is a long word; short ones follow it.",
+    "  leading spaces and trailing spaces  ",
+    "Line one.\nLine two has more words in it.\n\nAnd a third paragraph here!",
+    "a b c d e f g h i j k l m n o p q r s t u v w x y z " * 3,
+    "Wait... what? Really?! Yes: it's true (mostly).",
+    "Price: $3.50, open 24 hours, call 555-0100 now!",
+]
+
+
+def _visible(seg: str) -> int:
+    return len(seg.strip())
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_join_invariant_and_length(text: str) -> None:
+    segs = segment_text(text)
+    assert "".join(segs) == text
+    for seg in segs:
+        assert seg.strip(), f"blank segment in {segs!r}"
+        if _visible(seg) > MAX_SEGMENT_CHARS:
+            assert len(seg.split()) == 1, f"over-long multi-word segment {seg!r}"
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_whitespace_trails(text: str) -> None:
+    segs = segment_text(text)
+    for seg in segs[1:]:
+        assert not seg[0].isspace(), f"segment starts with whitespace: {seg!r}"
+
+
+def test_empty_and_blank() -> None:
+    assert segment_text("") == []
+    assert segment_text("   ") == ["   "]
+    assert segment_text("\n") == ["\n"]
+
+
+def test_short_text_is_one_segment() -> None:
+    assert segment_text("Paris.") == ["Paris."]
+    text = "x" * MAX_SEGMENT_CHARS
+    assert segment_text(text) == [text]
+
+
+def test_one_long_word_is_not_split() -> None:
+    word = "pneumonoultramicroscopicsilicovolcanoconiosis"
+    assert len(word) > MAX_SEGMENT_CHARS
+    assert segment_text(word) == [word]
+    assert segment_text(f"{word} is long") == [f"{word} ", "is long"]
+    assert segment_text(f"a {word} b") == ["a ", f"{word} ", "b"]
+
+
+def test_greedy_word_boundaries() -> None:
+    segs = segment_text("The capital of France is Paris.")
+    assert segs == ["The capital of France is ", "Paris."]
+    # Every cut is at a word boundary: re-splitting the joined words gives the same words.
+    text = SAMPLES[2]
+    words = [w for s in segment_text(text) for w in s.split()]
+    assert words == text.split()
+
+
+def test_segments_are_filled_near_limit() -> None:
+    text = SAMPLES[6]
+    segs = segment_text(text)
+    # All but the last segment: adding the next word would have exceeded the limit.
+    for seg, nxt in zip(segs, segs[1:], strict=False):
+        assert (
+            _visible(seg) + 1 + len(nxt.split()[0]) > MAX_SEGMENT_CHARS
+            or seg.rstrip()[-1] in ".,;:!?"
+        )
+
+
+def test_prefers_punctuation_cut() -> None:
+    text = "Yes, I can help you with that today and tomorrow."
+    segs = segment_text(text)
+    # Greedy would give "Yes, I can help you with that" (29 > 28 -> "...with"), the clause
+    # boundary after "Yes," is too early (4 chars < half the budget), so no punctuation cut.
+    assert segs[0] == "Yes, I can help you with "
+    text = "Sure thing, my dear friend, here it comes now."
+    segs = segment_text(text)
+    assert segs[0] == "Sure thing, my dear friend, "
+    text = "The weather is lovely today, so let us go outside."
+    segs = segment_text(text)
+    assert segs[0] == "The weather is lovely today, "
+
+
+def test_custom_limit_and_validation() -> None:
+    segs = segment_text("one two three four five six", max_chars=9)
+    assert segs == ["one two ", "three ", "four five ", "six"]
+    assert all(_visible(s) <= 9 for s in segs)
+    with pytest.raises(ValueError):
+        segment_text("x", max_chars=0)
+
+
+def test_leading_whitespace_kept_on_first_segment() -> None:
+    segs = segment_text("   hello world")
+    assert segs == ["   hello world"]
+    segs = segment_text("  " + "word " * 10)
+    assert segs[0].startswith("  word")
+    assert "".join(segs) == "  " + "word " * 10

@@ -1,0 +1,104 @@
+"""Tiny LLM: prompt layout, reply shortening, context fitting, sampling params (real Gemma 270M)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.backend.models.tiny.llm import (
+    ASSISTANT_NAME,
+    SEEN_TEMPLATE,
+    GemmaLlm,
+    build_prompt,
+    shorten_reply,
+)
+from app.backend.stages import SamplingParams, ThinkerPrompt, Turn
+
+
+def test_prompt_layout() -> None:
+    prompt = ThinkerPrompt(
+        instructions="Be brief.",
+        history=[Turn("user", "Hi\nthere"), Turn("assistant", "Hello!")],
+        user_text="What does it say?",
+        seen_text=["STOP", ""],
+    )
+    text = build_prompt(prompt)
+    lines = text.split("\n")
+    assert lines[0] == "Be brief."
+    assert lines[-1] == f"{ASSISTANT_NAME}:"
+    assert lines[-2] == "User: What does it say?"
+    assert lines[-3] == SEEN_TEMPLATE.format(text="STOP") == "[The camera shows the text: STOP]"
+    assert lines[-5:-3] == ["User: Hi there", "Omni: Hello!"]
+    assert text.count("[The camera shows the text:") == 2  # one few-shot example + STOP
+    image_only = build_prompt(ThinkerPrompt(instructions="", seen_text=["EXIT"]))
+    assert image_only.endswith("User: What does it say?\nOmni:")
+
+
+def test_shorten_reply() -> None:
+    assert shorten_reply(" Paris.  It is big. It is old. ") == "Paris. It is big."
+    assert shorten_reply("One. Two. Three.", max_sentences=1) == "One."
+    assert shorten_reply("It costs $3.50 today! Nice.\nUser: hi") == "It costs $3.50 today! Nice."
+    assert shorten_reply("") == ""
+    assert shorten_reply("no end punctuation") == "no end punctuation"
+
+
+@pytest.fixture(scope="module")
+def llm() -> GemmaLlm:
+    return GemmaLlm()
+
+
+@pytest.mark.slow
+def test_capital_of_france(llm: GemmaLlm) -> None:
+    reply = llm.generate(
+        ThinkerPrompt(instructions="", user_text="What is the capital of France?"), SamplingParams()
+    )
+    assert "Paris" in reply
+
+
+@pytest.mark.slow
+def test_greedy_is_deterministic(llm: GemmaLlm) -> None:
+    p = ThinkerPrompt(instructions="", user_text="Tell me about the sea.")
+    assert llm.generate(p, SamplingParams()) == llm.generate(p, SamplingParams())
+
+
+@pytest.mark.slow
+def test_seeded_sampling_is_reproducible(llm: GemmaLlm) -> None:
+    p = ThinkerPrompt(instructions="", user_text="Tell me about the sea.")
+    params = SamplingParams(temperature=0.9, top_p=0.9, top_k=40, seed=7)
+    first = llm.generate(p, params)
+    llm.generate(ThinkerPrompt(instructions="", user_text="Something else."), SamplingParams())
+    assert llm.generate(p, params) == first
+
+
+@pytest.mark.slow
+def test_max_tokens_is_honoured(llm: GemmaLlm) -> None:
+    reply = llm.generate(
+        ThinkerPrompt(instructions="", user_text="Tell me a long story about a dragon."),
+        SamplingParams(max_tokens=3),
+    )
+    assert llm.count_tokens(reply) <= 1 + 3 + 1
+
+
+@pytest.mark.slow
+def test_long_history_is_trimmed_to_context(llm: GemmaLlm) -> None:
+    history = [
+        Turn("user" if i % 2 == 0 else "assistant", f"Message number {i} about nothing.")
+        for i in range(400)
+    ]
+    prompt = ThinkerPrompt(
+        instructions="", history=history, user_text="What is the capital of France?"
+    )
+    text = llm.fit_prompt(prompt, max_tokens=48)
+    assert llm.count_tokens(text) + 48 <= llm.n_ctx
+    assert "Message number 399" in text and "Message number 0 " not in text
+    assert "Paris" in llm.generate(prompt, SamplingParams())
+    huge = ThinkerPrompt(instructions="", user_text="word " * 5000)
+    assert llm.count_tokens(llm.fit_prompt(huge, 48)) + 48 <= llm.n_ctx
+
+
+@pytest.mark.slow
+def test_invalid_params(llm: GemmaLlm) -> None:
+    p = ThinkerPrompt(instructions="", user_text="Hi")
+    with pytest.raises(ValueError):
+        llm.generate(p, SamplingParams(max_tokens=0))
+    with pytest.raises(ValueError):
+        llm.generate(p, SamplingParams(top_p=0.0))
