@@ -42,6 +42,30 @@ def server(deploy_config, tiny_family):
     srv.stop()
 
 
+@pytest.fixture(scope="session")
+def make_server(deploy_config, tiny_family):
+    """Factory of extra servers sharing the loaded models: ``make_server(duplex_session={"max_sessions": 1})``.
+
+    Keyword arguments are deploy-config sections merged over the default config.
+    """
+    from app.config import parse_deploy_config
+    from tests.live_server import LiveServer
+
+    started = []
+
+    def make(*, host: str = "127.0.0.1", with_ui: bool = False, **sections):
+        data = deploy_config.model_dump(exclude_none=True)
+        for key, value in sections.items():
+            data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
+        srv = LiveServer(parse_deploy_config(data), tiny_family, host=host, with_ui=with_ui).start()
+        started.append(srv)
+        return srv
+
+    yield make
+    for srv in started:
+        srv.stop()
+
+
 def espeak_wav(text: str, path: Path, *, rate_wpm: int = 160, lead_s: float = 0.0, tail_s: float = 0.0) -> Path:
     """Synthesize ``text`` with Debian's espeak-ng to a 16 kHz mono WAV (cached by name).
 

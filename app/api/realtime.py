@@ -47,18 +47,27 @@ async def realtime(ws: WebSocket) -> None:
         await _refuse(ws, "model_not_found", f"model '{model}' is not served here (serving '{served}')",
                       "invalid_request_error", 1008)
         return
+    autostart = q.get("autostart", "1").lower() in _TRUE
+    max_bytes = engine.config.duplex_session.max_message_bytes
+    first: dict | None = None
+    if not autostart:
+        # vLLM-Omni clients send session.update first and expect a refusal in reply to it:
+        # admission happens on the first frame, answered at once.
+        first = await ws.receive()
+        if first["type"] == "websocket.disconnect":
+            return
     try:
         session = engine.sessions.open()
     except CapacityExhausted as exc:
         await _refuse(ws, exc.code, str(exc), "rate_limit_error", 1013)
         return
-    if q.get("autostart", "1").lower() in _TRUE:
+    if autostart:
         session.submit(C.SessionUpdate(type="session.update", session={}))
-    max_bytes = engine.config.duplex_session.max_message_bytes
     writer = asyncio.create_task(_write(ws, session))
     try:
         while True:
-            msg = await ws.receive()
+            msg = first or await ws.receive()
+            first = None
             if msg["type"] == "websocket.disconnect":
                 break
             raw = msg.get("text") if msg.get("text") is not None else msg.get("bytes", b"")

@@ -29,7 +29,7 @@ class Reply:
         created: ``response.created`` was sent.
         spoke: ``response.speak`` was sent.
         drain: release all chunks at once (after a commit) instead of pacing.
-        units_open: unit boundaries passed since the response was created.
+        units_open: unit boundaries passed since its first audio was sent (its playback clock).
         chunks: produced but not yet sent.
         producer_done: the pipeline finished producing.
         sent_ms: audio sent so far, ms.

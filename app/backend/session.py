@@ -553,10 +553,15 @@ class DuplexSession:
                        E.OutputItemAdded(epoch=r.epoch, response_id=r.response_id),
                        E.ContentPart(epoch=r.epoch, response_id=r.response_id)):
                 self._emit(ev)
-        budget = (r.units_open + 2) * self.unit_ms
+        # Release audio at most ~1.5 units ahead of the unit clock, so that the server's view of
+        # the response stays close to what the user is hearing (soft interrupts can then end it).
+        budget = (r.units_open + 1.5) * self.unit_ms
         while r.chunks and (r.drain or r.sent_ms < budget):
             self._send_chunk(r, r.chunks.popleft())
-        if r.producer_done and not r.chunks:
+        # The response stays open while its audio is (by the unit clock) still playing, so the
+        # user can still talk over it; a commit (drain) ends it as soon as everything is sent.
+        played_ms = r.units_open * self.unit_ms
+        if r.producer_done and not r.chunks and (r.drain or played_ms >= r.sent_ms - self.unit_ms / 2):
             self._finish_reply("completed", None)
 
     def _send_chunk(self, r: Reply, chunk: AudioChunk) -> None:
@@ -646,7 +651,7 @@ class DuplexSession:
         elif r is not None:
             r.boundary_passed = True
             if r.created:
-                r.units_open += 1
+                r.units_open += 1 if r.spoke else 0
                 decision = "speak"
             self._advance_reply()
             if self._reply is not None and self._reply.created:

@@ -204,7 +204,9 @@ def load_tiny_family(config: dict | None = None) -> ModelFamily:
         output_sample_rate_hz=OUTPUT_SAMPLE_RATE_HZ,
         unit_ms_options=tuple(ALLOWED_UNIT_MS),
     )
-    return ModelFamily(capabilities=capabilities, thinker=thinker, talker=talker, code2wav=code2wav)
+    family = ModelFamily(capabilities=capabilities, thinker=thinker, talker=talker, code2wav=code2wav)
+    family.warmup = lambda: warmup(family)
+    return family
 
 
 WARMUP_TEXT: Final[str] = "Hello there."
