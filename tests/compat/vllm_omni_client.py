@@ -230,7 +230,13 @@ async def drive_vllm_client(
         result["committed"] = bool(after_commit({"input_audio_buffer.committed"}))
 
         def decided() -> str | None:
-            for event in after_commit({"response.listen", "response.done"}):
+            # only events after `committed`: listens of units the server closed before the
+            # commit may still arrive after it was sent (appends are processed asynchronously)
+            types_seen = [e.get("type") for e in collector.events]
+            first = types_seen.index("input_audio_buffer.committed") + 1
+            for event in collector.events[first:]:
+                if event.get("type") not in ("response.listen", "response.done"):
+                    continue
                 if event["type"] == "response.listen":
                     return "listen"
                 if (event.get("response") or {}).get("status") != "cancelled":
