@@ -197,8 +197,12 @@ async def _converse(
         committed = await client.wait_for(stage, timeout_s, after_index=commit_index)
         post["input_committed_event_index"] = client.collector.events.index(committed)
         stage = "post-commit decision"
+        # Only events after ``committed`` decide: listens of units the server closed before
+        # the commit can still arrive after it was sent (appends are processed in order).
         decision = await client.wait_for(
-            _is_decision, deadline - time.monotonic(), after_index=commit_index
+            _is_decision,
+            deadline - time.monotonic(),
+            after_index=post["input_committed_event_index"] + 1,
         )
         post["decision"] = "listen" if event_type(decision) == "response.listen" else "speak"
         stage = "response.done of in-flight responses"
