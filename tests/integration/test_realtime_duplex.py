@@ -262,3 +262,21 @@ async def test_one_sessions_failure_does_not_reach_another(server, question_wav)
     done = await good.wait_for("response.done", timeout_s=30)
     assert done["response"]["status"] == "completed"
     await good.close()
+
+
+async def test_barge_in_on_speech_policy_cancels_at_speech_onset(server, speech_dir):
+    q1 = espeak_wav("Tell me a story about a cat and a dog.", speech_dir / "story.wav", lead_s=0.3, tail_s=0.0)
+    q2 = espeak_wav("What is the capital of France?", speech_dir / "q2.wav", lead_s=0.0, tail_s=2.0)
+    async with DuplexClient(server.ws_url, config=SessionConfig(overlap_policy="barge_in_on_speech")) as c:
+        await c.stream_pcm(wav_pcm16(q1) + silence(0.2), chunk_ms=100, realtime=True)
+        t0 = time.monotonic()
+        while "response.output_audio.delta" not in types(c.collector.events) and time.monotonic() - t0 < 15:
+            await c.stream_pcm(silence(0.1), chunk_ms=100, realtime=True)
+        first = next(e["response_id"] for e in c.collector.events if e["type"] == "response.created")
+        await c.stream_pcm(wav_pcm16(q2), chunk_ms=100, realtime=True)
+        done = next(e for e in c.collector.events if e["type"] == "response.done" and e["response_id"] == first)
+        ev = c.collector.events
+    assert_invariants(ev, "barge_in_on_speech")
+    assert done["response"]["status"] == "cancelled"
+    assert done["response"]["status_details"]["reason"] == "barge_in"
+    assert any(e["type"] == "output_audio_buffer.cleared" and e["response_id"] == first for e in ev)
