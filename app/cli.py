@@ -26,7 +26,13 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     host = args.host or cfg.server.host
     port = args.port or cfg.server.port
-    app = build_app(cfg, with_ui=not args.no_ui)
+    from app.backend.engine import FamilyUnavailable
+
+    try:
+        app = build_app(cfg, with_ui=not args.no_ui)
+    except FamilyUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"omni-duplex: model family '{cfg.model_family}' on http://{host}:{port}/", flush=True)
     uvicorn.run(app, host=host, port=port, log_level=args.log_level, ws_max_size=64 * 1024 * 1024)
     return 0

@@ -13,7 +13,7 @@ from app.api import chat as chat_api
 from app.api import ops as ops_api
 from app.api import realtime as realtime_api
 from app.api.errors import install_error_handlers
-from app.backend.engine import Engine
+from app.backend.remote import make_engine
 from app.backend.stages import ModelFamily
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ def build_app(config: Any, *, family: ModelFamily | None = None, with_ui: bool =
         The FastAPI app; the engine is at ``app.state.engine`` and starts in the lifespan.
     """
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    engine = Engine(config, family)
+    engine = make_engine(config, family)  # Engine, or RemoteEngine for model_family: vllm_omni
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):

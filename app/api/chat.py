@@ -190,6 +190,8 @@ def _stage_error(exc: StageError) -> APIError:
 async def create_chat_completion(request: Request) -> Response:
     """Answer one chat completion (JSON, or SSE when ``stream`` is true)."""
     engine = request.app.state.engine
+    if hasattr(engine, "forward_chat"):  # model_family: vllm_omni
+        return await _forward_chat(request, engine)
     metrics = engine.metrics
     t0 = time.perf_counter()
     try:
@@ -225,6 +227,24 @@ async def create_chat_completion(request: Request) -> Response:
     if req.stream:
         return StreamingResponse(job.stream(), media_type="text/event-stream", headers=_SSE_HEADERS)
     return await job.complete()
+
+
+async def _forward_chat(request: Request, engine: Any) -> Response:
+    """Pass the request to the remote vLLM-Omni server and its answer back unchanged (SSE chunk by chunk)."""
+    try:
+        raw = await _read_body(request, engine.config.limits.max_request_bytes)
+    except _ClientGone:
+        return Response(status_code=499)
+    except APIError as exc:
+        return _error_response(exc)
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        return _error_response(bad_request(f"Request body is not valid JSON: {exc}", code="invalid_json"))
+    if not isinstance(body, dict):
+        return _error_response(bad_request("Request body must be a JSON object", code="invalid_request"))
+    status, headers, chunks = await engine.forward_chat(body, body.get("stream") is True)
+    return StreamingResponse(chunks, status_code=status, headers=headers)
 
 
 async def _prepare(request: Request, engine: Any) -> tuple[M.ChatCompletionRequest, DecodedRequest, SamplingParams,

@@ -13,6 +13,8 @@ router = APIRouter()
 async def list_models(request: Request) -> dict:
     """The served model (OpenAI ``list`` shape)."""
     engine = request.app.state.engine
+    if hasattr(engine, "models"):  # RemoteEngine: the remote server's list when reachable
+        return await engine.models()
     name = engine.config.server.served_model_name
     return {
         "object": "list",

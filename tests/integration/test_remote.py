@@ -34,7 +34,6 @@ from fastapi.responses import StreamingResponse
 from app.backend import commands as C
 from app.backend import events as E
 from app.backend.remote import RemoteEngine
-from app.client.config import SessionConfig
 from app.client.duplex import DuplexClient
 from app.client.protocol import DuplexProtocolError
 from app.config import RemoteConfig, load_deploy_config
@@ -99,7 +98,7 @@ def build_front_app(config: Any) -> Any:
 class FrontServer(LiveServer):
     """Server A on loopback (``LiveServer`` with the front-end app)."""
 
-    def __init__(self, config: Any) -> None:  # noqa: D107 - same attributes as LiveServer
+    def __init__(self, config: Any) -> None:
         self.port = free_port()
         self.app = build_front_app(config)
         self._server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
@@ -108,7 +107,7 @@ class FrontServer(LiveServer):
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 60.0, *, healthy: bool = True) -> "FrontServer":
+    def start(self, timeout_s: float = 60.0, *, healthy: bool = True) -> FrontServer:
         """Start; wait for ``/health`` 200 (or any answer when ``healthy`` is False)."""
         if healthy:
             return super().start(timeout_s)
@@ -197,6 +196,10 @@ async def test_chat_non_streaming_and_remote_errors_pass_through(server_a, serve
         assert ok.status_code == 200 and ok.headers["content-type"].startswith("application/json")
         body = ok.json()
         assert body["object"] == "chat.completion" and "paris" in body["choices"][0]["message"]["content"].lower()
+        health = await http.get(server_a.base_url + "/health")
+        assert health.status_code == 200 and health.json()["remote"]["url"] == server_b.base_url
+        metrics = await http.get(server_a.base_url + "/metrics")
+        assert metrics.status_code == 200 and "omni_duplex_sessions_active" in metrics.text
 
 
 # --------------------------------------------------------------------------- duplex

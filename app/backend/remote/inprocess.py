@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import logging
 import os
 import tempfile
 from typing import Any
@@ -24,6 +25,8 @@ from typing import Any
 import yaml
 
 from app.backend.engine import FamilyUnavailable
+
+log = logging.getLogger(__name__)
 
 VLLM_MODULES: tuple[str, ...] = ("vllm", "vllm_omni")
 """Python modules the in-process path needs."""
@@ -119,7 +122,7 @@ class InProcessLink:
                 return
             try:
                 self._handle = await self._omni.open_session(dict(event.get("session") or {}))
-            except Exception as exc:  # DuplexSessionError carries .code
+            except Exception as exc:  # noqa: BLE001 - DuplexSessionError (.code) or any open failure
                 await self._events.put(_error(getattr(exc, "code", None) or "runtime_open_failed", str(exc)))
                 await self._events.put(None)
                 return
@@ -149,8 +152,8 @@ class InProcessLink:
         if self._handle is not None and not getattr(self._handle, "closed", True):
             try:
                 await self._handle.close()
-            except Exception:  # noqa: BLE001 - best effort
-                pass
+            except Exception as exc:  # noqa: BLE001 - best effort
+                log.debug("closing the engine session failed: %s", exc)
         if self._pump is not None:
             self._pump.cancel()
 

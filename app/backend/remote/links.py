@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any, Protocol
 from urllib.parse import urlencode
 
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
+
+log = logging.getLogger(__name__)
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 """Largest WebSocket message accepted from the remote, bytes."""
@@ -142,5 +145,5 @@ class WebSocketLink:
         if self._ws is not None:
             try:
                 await self._ws.close()
-            except Exception:  # noqa: BLE001 - best effort
-                pass
+            except Exception as exc:  # noqa: BLE001 - best effort
+                log.debug("closing %s failed: %s", self.url, exc)

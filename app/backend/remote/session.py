@@ -143,9 +143,8 @@ class RemoteSession:
             self._error("unsupported_session_resume", "session resume is not supported through this server",
                         event_id=cmd.event_id)
             return
-        if isinstance(cmd, C.CloseSession) and not self._close_requested:
+        if isinstance(cmd, C.CloseSession):
             self._close_requested = True
-            asyncio.get_running_loop().call_later(CLOSE_TIMEOUT_S, self._close_timeout)
         try:
             self._out.put_nowait(cmd)
         except asyncio.QueueFull:
@@ -224,7 +223,8 @@ class RemoteSession:
         self._error(REMOTE_UNAVAILABLE, f"the remote model server went away: {why}", error_type="server_error")
         self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason="remote_disconnected"))
 
-    def _close_timeout(self) -> None:
+    async def _close_watchdog(self) -> None:
+        await asyncio.sleep(CLOSE_TIMEOUT_S)
         if not self.closed:
             log.warning("remote session %s: no session.closed from the remote after %.0f s", self.id, CLOSE_TIMEOUT_S)
             self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason="client_close"))
@@ -250,9 +250,10 @@ class RemoteSession:
                             error_type="server_error")
                 self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason=REMOTE_UNAVAILABLE))
                 return
-            if not self.closed:
-                self._spawn(self._send_loop(link), f"remote-send-{self.id}")
-                self._spawn(self._ack_loop(link), f"remote-ack-{self.id}")
+            if self.closed:  # ended locally while connecting: nothing was configured remotely
+                return
+            self._spawn(self._send_loop(link), f"remote-send-{self.id}")
+            self._spawn(self._ack_loop(link), f"remote-ack-{self.id}")
             while True:
                 obj = await link.recv()
                 if obj is None:
@@ -296,8 +297,9 @@ class RemoteSession:
                 await link.send(wire)
             except LinkUnavailable:
                 return  # the receive side sees the end and reports it
-            if wire.get("type") == "session.close":
+            if wire.get("type") == "session.close" and not self._close_forwarded:
                 self._close_forwarded = True
+                self._spawn(self._close_watchdog(), f"remote-close-{self.id}")
 
     def _to_wire(self, cmd: Any) -> dict[str, Any]:
         if isinstance(cmd, C.SessionUpdate):
@@ -334,7 +336,7 @@ class RemoteSession:
             if run is not None and not run.done():
                 try:
                     await asyncio.wait_for(asyncio.shield(run), GOODBYE_TIMEOUT_S)
-                except (asyncio.TimeoutError, asyncio.CancelledError):
+                except (TimeoutError, asyncio.CancelledError):
                     pass
         finally:
             if link is not None:
