@@ -190,7 +190,7 @@ def _stage_error(exc: StageError) -> APIError:
 async def create_chat_completion(request: Request) -> Response:
     """Answer one chat completion (JSON, or SSE when ``stream`` is true)."""
     engine = request.app.state.engine
-    if hasattr(engine, "forward_chat"):  # model_family: vllm_omni
+    if engine.forwards_chat:  # a remote vLLM-Omni server answers
         return await _forward_chat(request, engine)
     metrics = engine.metrics
     t0 = time.perf_counter()
@@ -254,7 +254,7 @@ async def _prepare(request: Request, engine: Any) -> tuple[M.ChatCompletionReque
     if engine.pipeline is None or engine.family is None:
         raise APIError(503, "The engine is not ready", code="engine_not_ready", type="server_error")
     served = engine.config.server.served_model_name
-    if req.model and req.model not in (served, engine.config.model_family):
+    if not engine.serves_model(req.model):
         raise APIError(404, f"The model `{req.model}` does not exist (serving `{served}`)", code="model_not_found",
                        param="model")
     _check_unsupported(req)

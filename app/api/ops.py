@@ -11,16 +11,8 @@ router = APIRouter()
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> dict:
-    """The served model (OpenAI ``list`` shape)."""
-    engine = request.app.state.engine
-    if hasattr(engine, "models"):  # RemoteEngine: the remote server's list when reachable
-        return await engine.models()
-    name = engine.config.server.served_model_name
-    return {
-        "object": "list",
-        "data": [{"id": name, "object": "model", "created": int(engine.started_at or 0), "owned_by": "omni-duplex",
-                  "root": engine.config.model_family}],
-    }
+    """The served models (OpenAI ``list`` shape; a remote backend's own list when reachable)."""
+    return await request.app.state.engine.models()
 
 
 @router.get("/health")

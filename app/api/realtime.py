@@ -43,8 +43,7 @@ async def realtime(ws: WebSocket) -> None:
         return
     model = q.get("model")
     served = engine.config.server.served_model_name
-    serves = getattr(engine, "serves_model", None)  # RemoteEngine also accepts the remote's names
-    if model and not (serves(model) if serves else model in (served, engine.config.model_family)):
+    if not engine.serves_model(model):
         await _refuse(ws, "model_not_found", f"model '{model}' is not served here (serving '{served}')",
                       "invalid_request_error", 1008)
         return

@@ -111,6 +111,22 @@ class Engine:
         if self.pipeline is not None:
             await self.pipeline.stop()
 
+    forwards_chat = False
+    """True for engines that pass chat completions to another server (``forward_chat``)."""
+
+    def serves_model(self, name: str | None) -> bool:
+        """Whether a client's ``model`` names what this server serves (``None`` = any)."""
+        return not name or name in (self.config.server.served_model_name, self.config.model_family)
+
+    async def models(self) -> dict[str, Any]:
+        """What ``GET /v1/models`` answers (OpenAI ``list`` shape)."""
+        return {
+            "object": "list",
+            "data": [{"id": self.config.server.served_model_name, "object": "model",
+                      "created": int(self.started_at or 0), "owned_by": "omni-duplex",
+                      "root": self.config.model_family}],
+        }
+
     def capabilities(self) -> dict[str, Any]:
         """The wire ``capabilities`` object of realtime sessions (branch on flags, not names)."""
         assert self.family is not None

@@ -279,6 +279,9 @@ class RemoteEngine:
         if await self.list_models() is not None and self.remote.model is None and self.remote_models:
             self.remote_model = self.remote_models[0]
 
+    forwards_chat = True
+    """Chat completions go to the remote (``forward_chat``)."""
+
     def serves_model(self, name: str | None) -> bool:
         """Whether a client's ``model`` names what this server serves (ours or the remote's names)."""
         if not name:
