@@ -512,7 +512,10 @@ class PlaybackAcknowledged(ServerEvent):
 
 @dataclass
 class UnitMetrics(ServerEvent):
-    """``session.unit_metrics`` (extension): per-unit compute time and context use.
+    """``session.unit_metrics`` (extension): per-unit decision compute time and context use.
+
+    ``compute_ms`` is the time the unit's audio spent in the turn policy (VAD + decision); the
+    reply's stage work runs asynchronously and shows in ``/metrics``.
 
     Clients that do not know the type ignore it (OpenAI Realtime clients ignore unknown events).
     """

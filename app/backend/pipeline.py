@@ -148,16 +148,8 @@ class StageWorker:
                 for item in live:
                     self._metrics.queue_wait_s.labels(self.name).observe(now - item.enqueued_at)
                 self._metrics.batch_size.labels(self.name).observe(len(live))
-                results = await loop.run_in_executor(self._executor, self._run_batch, [i.payload for i in live])
+                await loop.run_in_executor(self._executor, self._run_batch, live, loop)
                 self._metrics.compute_s.labels(self.name).observe(time.perf_counter() - now)
-                for item, (ok, value) in zip(live, results):
-                    if item.future.done():
-                        continue
-                    if ok:
-                        item.future.set_result(value)
-                    else:
-                        self._metrics.errors.labels(self.name).inc()
-                        item.future.set_exception(StageError(self.name, str(value)))
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # the loop itself broke: /health reports it
@@ -165,15 +157,27 @@ class StageWorker:
             log.exception("stage worker %s died", self.name)
             raise
 
-    def _run_batch(self, payloads: Sequence[Any]) -> list[tuple[bool, Any]]:
-        out: list[tuple[bool, Any]] = []
-        for payload in payloads:
+    def _run_batch(self, items: Sequence[_Item], loop: asyncio.AbstractEventLoop) -> None:
+        """Run a batch in the worker thread, releasing each item's result as soon as it is ready."""
+        for item in items:
+            if item.ctx.cancelled:  # cancelled while earlier items of the batch ran
+                loop.call_soon_threadsafe(self._settle, item, False, RequestCancelled(item.ctx.request_id))
+                continue
             try:
-                out.append((True, self._fn(payload)))
+                loop.call_soon_threadsafe(self._settle, item, True, self._fn(item.payload))
             except Exception as exc:  # one item's failure is that item's alone
                 log.exception("stage %s item failed", self.name)
-                out.append((False, f"{type(exc).__name__}: {exc}"))
-        return out
+                loop.call_soon_threadsafe(self._settle, item, False, StageError(self.name, f"{type(exc).__name__}: {exc}"))
+
+    def _settle(self, item: _Item, ok: bool, value: Any) -> None:
+        if item.future.done():
+            return
+        if ok:
+            item.future.set_result(value)
+        else:
+            if isinstance(value, StageError):
+                self._metrics.errors.labels(self.name).inc()
+            item.future.set_exception(value)
 
 
 @dataclass

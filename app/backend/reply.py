@@ -36,7 +36,8 @@ class Reply:
         text_sent: transcript sent so far.
         marks: ``(text_chars, audio_end_ms)`` after each delta.
         task: the producing task.
-        forced_units_left: units that must still pass before it may be created.
+        confirmed: the user's turn has ended (a reply started on a ``pause`` is speculative
+            until then, and nothing of it is shown).
     """
 
     response_id: str
@@ -56,6 +57,7 @@ class Reply:
     task: asyncio.Task[None] | None = None
     boundary_passed: bool = False
     deltas: int = 0
+    confirmed: bool = True
 
     @property
     def item_id(self) -> str:

@@ -127,7 +127,7 @@ class DuplexSession:
         self._ocr_at = 0.0
         self._ctx = ContextWindow(deps.max_context_tokens, self._dcfg.context_watermark_ratio)
         self._unit_text_tokens = 0
-        self._unit_started_at = time.perf_counter()
+        self._unit_busy_s = 0.0  # time this unit's audio spent in the turn policy (VAD + state machine)
         self.last_activity = time.monotonic()
         self.detached_at: float | None = None
         self._task: asyncio.Task[None] | None = None
@@ -201,7 +201,7 @@ class DuplexSession:
     def _close_now(self, reason: str, *, expired: bool = False, force: bool = False) -> None:
         if self.closed:
             return
-        self._cancel_reply(None)
+        self._cancel_reply("session_closed")  # an open response still gets its response.done
         for t in self._work:
             t.cancel()
         cls = E.SessionExpired if expired else E.SessionClosed
@@ -365,7 +365,10 @@ class DuplexSession:
             piece = audio[pos : pos + take]
             pos += take
             self._samples += piece.size
-            for sig in self._policy.feed(piece):
+            t0 = time.perf_counter()
+            signals = self._policy.feed(piece)
+            self._unit_busy_s += time.perf_counter() - t0
+            for sig in signals:
                 self._on_signal(sig)
             if self._samples >= boundary:
                 self._close_unit()
@@ -451,22 +454,47 @@ class DuplexSession:
                 self._emit(E.OutputAudioCleared(epoch=self.epoch, response_id=r.response_id))
             return
         item_id = self._user_item or f"item_{uuid.uuid4().hex[:16]}"
+        utt = sig.utterance if sig.utterance is not None else np.zeros(0, np.float32)
+        r = self._reply
+        if r is not None and r.created:
+            if sig.kind == "end_of_turn":  # a short overlap while speaking: acknowledged and dropped
+                self._emit(E.SpeechStopped(epoch=self.epoch, item_id=item_id,
+                                           audio_end_ms=int(sig.at_sample * 1000 / INPUT_SAMPLE_RATE_HZ)))
+            return
+        if sig.kind == "resumed":  # the pause was not the end: drop the speculative reply
+            if r is not None and not r.confirmed:
+                self._cancel_reply(None)
+            return
+        if sig.kind == "pause":  # prepare the reply now, show it only if the turn really ends
+            if r is not None:
+                self._cancel_reply(None)
+            if self.settings.auto_response:
+                self._start_reply(utt, item_id, drain=False, confirmed=False)
+            return
         self._emit(E.SpeechStopped(epoch=self.epoch, item_id=item_id,
                                    audio_end_ms=int(sig.at_sample * 1000 / INPUT_SAMPLE_RATE_HZ)))
-        utt = sig.utterance if sig.utterance is not None else np.zeros(0, np.float32)
-        if self._reply is not None and self._reply.created:
-            return  # a short overlap while speaking: acknowledged and dropped
-        if self._reply is not None:  # the user went on before we answered: answer the latest words
-            self._cancel_reply(None)
         if not self.settings.auto_response:
             self._committed_utterance = (item_id, utt)
             return
+        if r is not None and not r.confirmed:  # the speculative reply answers exactly this turn
+            self._confirm_reply(r, drain=commit)
+            return
+        if r is not None:  # the user went on before we answered: answer the latest words
+            self._cancel_reply(None)
         self._start_reply(utt, item_id, drain=commit)
 
-    def _start_reply(self, utterance: np.ndarray, item_id: str, *, drain: bool) -> None:
+    def _confirm_reply(self, r: Reply, *, drain: bool) -> None:
+        r.confirmed = True
+        r.drain = r.drain or drain
+        r.boundary_passed = r.boundary_passed or drain
+        if r.transcript is not None:
+            self._publish_transcript(r)
+        self._advance_reply()
+
+    def _start_reply(self, utterance: np.ndarray, item_id: str, *, drain: bool, confirmed: bool = True) -> None:
         rid = f"resp_{uuid.uuid4().hex[:20]}"
         r = Reply(response_id=rid, epoch=self.epoch, ctx=RequestContext(f"{self.id}:{rid}"), user_item_id=item_id,
-                  drain=drain, boundary_passed=drain)
+                  drain=drain, boundary_passed=drain, confirmed=confirmed)
         self._reply = r
         history = list(self._history)
         r.task = self._spawn(self._produce(r, utterance, history, self._seen_text))
@@ -516,12 +544,8 @@ class DuplexSession:
             return  # stale: an older epoch or a replaced reply
         if msg.kind == "transcript":
             r.transcript = msg.value
-            if msg.value:
-                self._emit(E.InputTranscription(epoch=self.epoch, item_id=r.user_item_id, transcript=msg.value))
-            if _meaningful(msg.value):
-                self._history.append(Turn("user", msg.value))
-                self._history_ids.append(r.user_item_id)
-                self._ctx.note_item(r.user_item_id, self._unit_index)
+            if r.confirmed:
+                self._publish_transcript(r)
         elif msg.kind == "chunk":
             r.chunks.append(msg.value)
         elif msg.kind == "done":
@@ -532,13 +556,22 @@ class DuplexSession:
             return
         self._advance_reply()
 
+    def _publish_transcript(self, r: Reply) -> None:
+        """Show what the user said and put it in the history (once the turn is confirmed)."""
+        if r.transcript:
+            self._emit(E.InputTranscription(epoch=self.epoch, item_id=r.user_item_id, transcript=r.transcript))
+        if _meaningful(r.transcript):
+            self._history.append(Turn("user", r.transcript or ""))
+            self._history_ids.append(r.user_item_id)
+            self._ctx.note_item(r.user_item_id, self._unit_index)
+
     def _advance_reply(self) -> None:
         """Create the response once decided, release chunks within the pacing budget, finish."""
         r = self._reply
         if r is None:
             return
         if not r.created:
-            if r.transcript is None or not r.boundary_passed:
+            if not r.confirmed or r.transcript is None or not r.boundary_passed:
                 return
             if not _meaningful(r.transcript) or (r.producer_done and not r.chunks):
                 self._reply = None  # nothing to say: stay listening
@@ -631,9 +664,8 @@ class DuplexSession:
     def _close_unit(self) -> None:
         k = self._unit_index
         self._unit_index += 1
-        now = time.perf_counter()
-        compute_ms = (now - self._unit_started_at) * 1000.0
-        self._unit_started_at = now
+        compute_ms = self._unit_busy_s * 1000.0
+        self._unit_busy_s = 0.0
         frames = self._unit_frames
         self._unit_frames = []
         r = self._reply
@@ -656,6 +688,8 @@ class DuplexSession:
             self._advance_reply()
             if self._reply is not None and self._reply.created:
                 decision = "speak"
+            elif self._reply is None or not self._reply.confirmed:  # a speculative reply: still listening
+                self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=k))
         else:
             self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=k))
         listen = decision == "listen"

@@ -161,13 +161,15 @@ class TurnSignal:
     """What a :class:`TurnPolicy` noticed in the audio it was fed.
 
     Attributes:
-        kind: ``speech_started`` or ``end_of_turn`` (the user finished an utterance).
+        kind: ``speech_started``; ``pause`` (a short silence: the turn may be ending, so a reply
+            can be prepared speculatively); ``resumed`` (speech came back after a ``pause``);
+            ``end_of_turn`` (the user finished an utterance).
         at_sample: position in the session's input audio, samples at 16 kHz.
-        utterance: for ``end_of_turn``, the utterance audio (float32 16 kHz, padded).
-        speech_ms: for ``end_of_turn``, how much of it the VAD judged speech, ms.
+        utterance: for ``pause`` and ``end_of_turn``, the utterance audio (float32 16 kHz, padded).
+        speech_ms: for ``pause`` and ``end_of_turn``, how much of it the VAD judged speech, ms.
     """
 
-    kind: Literal["speech_started", "end_of_turn"]
+    kind: Literal["speech_started", "pause", "resumed", "end_of_turn"]
     at_sample: int
     utterance: np.ndarray | None = None
     speech_ms: float = 0.0

@@ -4,7 +4,9 @@ State machine over per-window speech probabilities (Silero VAD windows of 32 ms)
 
 * silence -> speech when the speech windows since the last silence add up to
   ``min_speech_ms`` (a click or a short cough never starts a turn);
-* speech -> end of turn after ``end_of_turn_silence_ms`` of continuous non-speech;
+* speech -> ``pause`` after ``speculative_silence_ms`` of non-speech (a reply may be prepared
+  speculatively), ``resumed`` if speech comes back, end of turn after
+  ``end_of_turn_silence_ms`` of continuous non-speech;
 * the utterance handed on is the audio from ``pad_ms`` before the speech onset to the
   end of the last speech window, plus ``pad_ms``.
 """
@@ -46,6 +48,7 @@ class VadTurnPolicy(TurnPolicy):
         self._vad = vad
         self._threshold = float(config.vad_threshold)
         self._eot_samples = ms_to_samples(config.end_of_turn_silence_ms, INPUT_SAMPLE_RATE_HZ)
+        self._pause_samples = min(ms_to_samples(config.speculative_silence_ms, INPUT_SAMPLE_RATE_HZ), self._eot_samples)
         self._min_speech_samples = ms_to_samples(config.min_speech_ms, INPUT_SAMPLE_RATE_HZ)
         self._pad = ms_to_samples(pad_ms, INPUT_SAMPLE_RATE_HZ)
         self._max_keep = int(max_utterance_s * INPUT_SAMPLE_RATE_HZ)
@@ -69,6 +72,7 @@ class VadTurnPolicy(TurnPolicy):
         self._last_speech_end = 0
         self._speech_samples = 0
         self._silence_run = 0
+        self._paused = False
 
     def reset(self) -> None:
         """Forget the utterance in progress."""
@@ -118,10 +122,16 @@ class VadTurnPolicy(TurnPolicy):
                     self._speech_samples += self._win
                     self._last_speech_end = self._pos
                     self._silence_run = 0
+                    if self._paused:
+                        self._paused = False
+                        signals.append(TurnSignal("resumed", start))
                 else:
                     self._silence_run += self._win
                     if self._silence_run >= self._eot_samples:
                         signals.append(self._end_turn())
+                    elif self._silence_run >= self._pause_samples and not self._paused:
+                        self._paused = True
+                        signals.append(self._utterance_signal("pause"))
         return signals
 
     def flush(self) -> TurnSignal | None:
@@ -131,11 +141,14 @@ class VadTurnPolicy(TurnPolicy):
             return None
         return self._end_turn()
 
-    def _end_turn(self) -> TurnSignal:
+    def _utterance_signal(self, kind: str) -> TurnSignal:
         start = max(self._onset - self._pad, self._ring_start)
         end = min(self._last_speech_end + self._pad, self._ring_start + self._ring.size)
         utt = self._ring[start - self._ring_start : end - self._ring_start].copy()
         speech_ms = self._speech_samples * 1000.0 / INPUT_SAMPLE_RATE_HZ
-        sig = TurnSignal("end_of_turn", self._last_speech_end, utterance=utt, speech_ms=speech_ms)
+        return TurnSignal(kind, self._last_speech_end, utterance=utt, speech_ms=speech_ms)  # type: ignore[arg-type]
+
+    def _end_turn(self) -> TurnSignal:
+        sig = self._utterance_signal("end_of_turn")
         self._reset_turn()
         return sig

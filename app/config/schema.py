@@ -275,9 +275,13 @@ class TurnPolicyConfig(BaseModel):
     vad_threshold: Annotated[float, Field(gt=0, lt=1)] = 0.5
     """Speech probability above which a frame counts as speech."""
     end_of_turn_silence_ms: PosInt = 500
+    """Silence after speech that ends the user's turn, ms."""
+    speculative_silence_ms: PosInt = 200
+    """Silence after which the reply is prepared speculatively (shown only at end of turn), ms."""
     min_speech_ms: PosInt = 250
-    barge_in_ms: PosInt = 600
-    """User speech during a reply longer than this interrupts it."""
+    """Speech needed before a sound counts as the user talking, ms (clicks and short coughs do not)."""
+    barge_in_ms: PosInt = 300
+    """User speech over a reply longer than this ends it at the next unit boundary, ms."""
     max_reply_tokens: PosInt = 48
 
 

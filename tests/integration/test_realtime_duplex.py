@@ -256,7 +256,7 @@ async def test_one_sessions_failure_does_not_reach_another(server, question_wav)
     async with websockets.connect(server.ws_url + "/v1/realtime?duplex=1", max_size=None) as bad:
         for junk in ["\x00", "{}", "[]", json.dumps({"type": "input_audio_buffer.append", "audio": "%%%"})]:
             await bad.send(junk)
-        await bad.close()
+        await bad.send(json.dumps({"type": "session.close"}))
     await good.stream_pcm(wav_pcm16(question_wav), chunk_ms=100, realtime=False)
     await good.commit()
     done = await good.wait_for("response.done", timeout_s=30)

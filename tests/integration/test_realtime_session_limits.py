@@ -70,9 +70,10 @@ async def test_context_length_exceeded_only_when_nothing_can_be_dropped(make_ser
     c = DuplexClient(srv.ws_url, config=SessionConfig(ref_audio=ref))
     await c.connect()  # the 20 s reference voice alone is ~258 tokens > 120
     await c.stream_pcm(silence(1.5), chunk_ms=100, realtime=False)
-    err = await c.wait_for(lambda e: e["type"] == "error", timeout_s=10, raise_on_error=False)
+    err = await c.wait_for(lambda e: e["type"] == "error", timeout_s=10, after_index=0, raise_on_error=False)
     assert err["error"]["code"] == "context_length_exceeded"
-    closed = await c.wait_for(lambda e: e["type"] == "session.closed", timeout_s=10, raise_on_error=False)
+    closed = await c.wait_for(lambda e: e["type"] == "session.closed", timeout_s=10, after_index=0,
+                              raise_on_error=False)
     assert closed["reason"] == "context_length_exceeded"
     await c.close(wait=False)
     assert srv.engine.sessions.active == 0
@@ -126,6 +127,7 @@ async def test_other_input_formats_are_converted(server, question_wav, fmt):
                 committed = True
             if e["type"] == "response.done" or (e["type"] == "response.listen" and committed and not heard):
                 break
+        await ws.send(json.dumps({"type": "session.close"}))  # free the slot now, not after the grace period
     seconds = len(x) / int(rate)
     assert units == int((seconds * 1000 - 1030) // 1000) + 1  # the unit clock runs on 16 kHz-equivalent time
     if name != "g711_ulaw":  # 8 kHz mu-law speech is too degraded for a reliable transcript

@@ -102,7 +102,7 @@ def test_section_defaults() -> None:
     assert (lim.max_audio_seconds, lim.max_video_seconds, lim.max_video_frames, lim.max_messages) == (120, 60, 64, 64)
     assert (lim.allowed_local_media_path, lim.allow_remote_media, lim.remote_media_timeout_s) == (None, False, 10)
     tp = TurnPolicyConfig()
-    assert (tp.vad_threshold, tp.end_of_turn_silence_ms, tp.min_speech_ms, tp.barge_in_ms) == (0.5, 500, 250, 600)
+    assert (tp.vad_threshold, tp.end_of_turn_silence_ms, tp.min_speech_ms, tp.barge_in_ms) == (0.5, 500, 250, 300)
     assert tp.max_reply_tokens == 48
     assert (UIConfig().concurrency_limit, UIConfig().default_stack_frames) == (4, 1)
     c = ConnectorsConfig()

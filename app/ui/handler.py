@@ -1,0 +1,505 @@
+"""The FastRTC handler: one per WebRTC peer, translating media to session commands and back.
+
+Inbound: mic frames (FastRTC's ``(rate, int16 (1, N))``) are resampled to 16 kHz float32 by a
+streaming resampler and sent as :class:`AppendArrays` every :data:`APPEND_MS`; camera frames
+(BGR) become RGB and ride on the append that closes each duplex unit (base frame + optional
+composite, see :mod:`app.ui.frames`).
+
+Outbound: the session's typed events are consumed by ``isinstance`` (never by wire type):
+``AudioDelta`` audio goes into a :class:`~app.ui.playback.Playback` backlog released in real
+time by :meth:`OmniHandler.emit`; ``TranscriptDelta`` text is attached to its audio and shown
+when that audio starts playing; ``InputTranscription`` is the user's caption. Queued speech is
+dropped at once (backlog + FastRTC's ``clear_queue()``) on ``ResponseListen`` that ends a
+response, on ``OutputAudioCleared``, on a cancelled ``ResponseDone``, on "force listen" and on
+stop. Model work never runs here: the session and the engine's stage threads do it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+from fastrtc import AdditionalOutputs, AsyncAudioVideoStreamHandler, CloseStream
+from fastrtc.utils import get_current_context
+
+from app.backend import commands as C
+from app.backend import events as E
+from app.backend.sessions import CapacityExhausted
+from app.constants import FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ, OUTPUT_SAMPLE_RATE_HZ, ms_to_samples
+from app.media import PcmStreamResampler, fit_within, resample
+from app.ui.frames import UnitFrames
+from app.ui.playback import Playback
+from app.ui.settings import UISettings, parse_args
+from app.ui.view import ConversationView
+
+log = logging.getLogger(__name__)
+
+MIC_RATE_HZ = 48_000
+"""Rate FastRTC delivers mic audio at (Opus native rate); resampled here to 16 kHz."""
+
+APPEND_MS = 80
+"""Mic audio gathered per ``AppendArrays``, ms."""
+
+VIDEO_FPS = 10
+"""Rate of the echoed video track, frames/s (kept low: VP8 encoding costs CPU)."""
+
+ECHO_MAX_SIDE = 320
+"""Longer side of the echoed video frame, pixels."""
+
+UI_PUSH_S = 0.25
+"""Shortest interval between two page updates (captions/metrics), seconds."""
+
+INPUT_STALL_S = 15.0
+"""A session whose peer sent no audio for this long is closed (its slot is freed)."""
+
+PRE_SESSION_KEEP_S = 3.0
+"""Mic audio kept while the session is being opened, seconds."""
+
+REFUSE_CLOSE_S = 1.5
+"""After refusing (server full), the stream is closed this long after the message went out."""
+
+_QUIET_ERRORS = frozenset({"playback_item_not_found", "playback_ack_too_late", "missing_item_id"})
+
+
+class HandlerRegistry:
+    """Live handlers by ``webrtc_id`` (side routes and the "force listen" button find them here)."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, OmniHandler] = {}
+
+    def add(self, webrtc_id: str, handler: OmniHandler) -> None:
+        """Register a started handler."""
+        self._by_id[webrtc_id] = handler
+
+    def remove(self, webrtc_id: str, handler: OmniHandler) -> None:
+        """Forget a handler (only if it is still the registered one)."""
+        if self._by_id.get(webrtc_id) is handler:
+            del self._by_id[webrtc_id]
+
+    def get(self, webrtc_id: str | None) -> OmniHandler | None:
+        """The handler of ``webrtc_id``, if live."""
+        return self._by_id.get(webrtc_id or "")
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+
+class OmniHandler(AsyncAudioVideoStreamHandler):
+    """One conversation over WebRTC (audio-video or audio-only; the same class serves both).
+
+    Args:
+        engine: the app's :class:`~app.backend.engine.Engine`.
+        registry: where live handlers are registered by ``webrtc_id``.
+        defaults: settings used until (or unless) the page sends its inputs.
+        page_outputs: send captions/metrics to the Gradio page as ``AdditionalOutputs``
+            (False for the headless ``/webrtc/offer`` route, whose clients poll the state route).
+        args_timeout_s: how long ``start_up`` waits for the page's inputs.
+    """
+
+    def __init__(self, engine: Any, registry: HandlerRegistry, *, defaults: UISettings,
+                 page_outputs: bool = True, args_timeout_s: float = 3.0) -> None:
+        super().__init__(expected_layout="mono", output_sample_rate=OUTPUT_SAMPLE_RATE_HZ,
+                         input_sample_rate=MIC_RATE_HZ, fps=VIDEO_FPS)
+        self.engine = engine
+        self.registry = registry
+        self.defaults = defaults
+        self.page_outputs = page_outputs
+        self.args_timeout_s = args_timeout_s
+        unit_ms = int(engine.config.duplex_session.chunk_period_ms)
+        self.unit_ms = unit_ms
+        self.webrtc_id: str | None = None
+        self.session: Any = None
+        self.settings = defaults
+        self.view = ConversationView()
+        self.playback = Playback(OUTPUT_SAMPLE_RATE_HZ)
+        self.frames = UnitFrames(unit_ms)
+        self.frames.set_stack(defaults.stack_frames)
+        self._args_seen: Any = None
+        self._mic_rs: PcmStreamResampler | None = None  # (FastRTC's base class owns ``_resampler``)
+        self._inbuf: list[np.ndarray] = []
+        self._inbuf_n = 0
+        self._sent = 0  # 16 kHz samples appended to the session
+        self._unit_k = 0
+        self._clock: deque[tuple[int, float]] = deque(maxlen=2000)  # (samples appended, monotonic time)
+        self._last_audio_at = time.monotonic()
+        self._wake = asyncio.Event()
+        self._ui_version_sent = -1
+        self._ui_sent_at = 0.0
+        self._pump_task: asyncio.Task[None] | None = None
+        self._refused: str | None = None
+        self._refused_at = 0.0
+        self._closed = False
+        self._echo_src: np.ndarray | None = None
+        self._echo: np.ndarray | None = None
+        self._echo_key: Any = None
+        self._done_ok: set[str] = set()
+        self._speech_stop_at: float | None = None
+        self._speech_end_at: float | None = None
+        self._first_audio_pending = False
+        self._user_speaking_since: float | None = None
+        self._barge_in_s = float(engine.config.turn_policy.barge_in_ms) / 1000.0
+        self._bg_rgb = np.zeros((240, 320, 3), np.uint8)
+        self._faults = 0
+
+    def copy(self) -> OmniHandler:
+        """A fresh handler for a new peer (FastRTC calls this per connection)."""
+        return OmniHandler(self.engine, self.registry, defaults=self.defaults, page_outputs=self.page_outputs,
+                           args_timeout_s=self.args_timeout_s)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start_up(self) -> None:
+        """Read the page settings, open a duplex session (or refuse: server full), configure it."""
+        try:
+            self.webrtc_id = get_current_context().webrtc_id
+        except RuntimeError:
+            self.webrtc_id = None
+        if self.webrtc_id:
+            self.registry.add(self.webrtc_id, self)
+        if self.page_outputs and self.args_timeout_s > 0:
+            try:
+                await asyncio.wait_for(self.wait_for_args(), self.args_timeout_s)
+            except (asyncio.TimeoutError, TimeoutError):
+                log.info("webrtc %s: page inputs did not arrive; using defaults", self.webrtc_id)
+        self.settings = parse_args(self.latest_args, self.defaults)
+        self._args_seen = self.latest_args
+        self.frames.set_stack(self.settings.stack_frames)
+        sessions = getattr(self.engine, "sessions", None)
+        if sessions is None:
+            await self._refuse("The model is still loading. Try again in a moment.")
+            return
+        try:
+            self.session = sessions.open()
+        except CapacityExhausted as exc:
+            await self._refuse(f"Server is full: all {exc.limit} conversation slot(s) are in use. "
+                               "Please try again in a minute.")
+            return
+        caps = self.engine.capabilities()
+        update = self.settings.session_update(voice_cloning=bool(caps.get("supports_voice_cloning")), first=True)
+        self.session.submit(C.SessionUpdate(type="session.update", session=update))
+        self.view.set_status("Connected. Listening…", "ok")
+        self._last_audio_at = time.monotonic()
+        self._pump_task = asyncio.get_running_loop().create_task(self._pump_events(), name=f"ui-pump-{self.webrtc_id}")
+        log.info("webrtc %s: session %s opened", self.webrtc_id, self.session.id)
+
+    async def _refuse(self, message: str) -> None:
+        self._refused = message
+        self._refused_at = time.monotonic()
+        self.view.set_status(message, "error")
+        log.info("webrtc %s: refused: %s", self.webrtc_id, message)
+        try:
+            await self.send_message(json.dumps({"type": "error", "message": message, "data": message}))
+        except Exception:  # the data channel may already be gone
+            log.debug("could not send refusal", exc_info=True)
+        self._wake.set()
+
+    async def shutdown(self) -> None:
+        """Peer gone (stop, page closed, ICE failure): drop output, close the session, free the slot."""
+        if self._closed:
+            return
+        self._closed = True
+        self.playback.clear()
+        if self.webrtc_id:
+            self.registry.remove(self.webrtc_id, self)
+        self._close_session()
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+        self._wake.set()
+
+    def _close_session(self) -> None:
+        s = self.session
+        if s is not None and not s.closed:
+            s.submit(C.CloseSession(type="session.close"))
+            log.info("webrtc %s: session %s closed", self.webrtc_id, s.id)
+
+    # ------------------------------------------------------------------ settings
+    def _maybe_update_settings(self) -> None:
+        args = self.latest_args
+        if args is self._args_seen or self.session is None:
+            return
+        self._args_seen = args
+        new = parse_args(args, self.settings)
+        if new == self.settings:
+            return
+        old, self.settings = self.settings, new
+        self.frames.set_stack(new.stack_frames)
+        if new.instructions != old.instructions or new.voice_ref != old.voice_ref:
+            self.view.set_status("Instructions and voice apply to the next conversation (press Stop, then Start).")
+        self.session.submit(C.SessionUpdate(type="session.update",
+                                            session=new.session_update(voice_cloning=False, first=False)))
+
+    # ------------------------------------------------------------------ input
+    async def receive(self, frame: tuple[int, np.ndarray]) -> None:
+        """One mic frame: resample to 16 kHz float32, append every ~:data:`APPEND_MS`.
+
+        Never raises: an exception here would end FastRTC's input loop for this peer.
+        """
+        try:
+            self._receive(frame)
+        except Exception:
+            self._fault("mic input")
+
+    def _fault(self, where: str) -> None:
+        self._faults += 1
+        if self._faults <= 3:
+            log.exception("webrtc %s: %s failed", self.webrtc_id, where)
+
+    def _receive(self, frame: tuple[int, np.ndarray]) -> None:
+        rate, arr = frame
+        now = time.monotonic()
+        self._last_audio_at = now
+        x = np.asarray(arr).reshape(-1)
+        x = x.astype(np.float32) / 32768.0 if x.dtype == np.int16 else x.astype(np.float32)
+        if self._mic_rs is None or self._mic_rs.from_rate != rate:
+            self._mic_rs = PcmStreamResampler(int(rate), INPUT_SAMPLE_RATE_HZ)
+        y = self._mic_rs.process(x)
+        if y.size:
+            self._inbuf.append(y)
+            self._inbuf_n += y.size
+        if self.session is None:
+            keep = int(PRE_SESSION_KEEP_S * INPUT_SAMPLE_RATE_HZ)
+            while self._inbuf and self._inbuf_n - self._inbuf[0].size >= keep:
+                self._inbuf_n -= self._inbuf.pop(0).size
+            return
+        self._maybe_update_settings()
+        if self._inbuf_n >= ms_to_samples(APPEND_MS, INPUT_SAMPLE_RATE_HZ):
+            self._flush_input(now)
+
+    def _boundary(self, k: int) -> int:
+        unit = ms_to_samples(self.unit_ms, INPUT_SAMPLE_RATE_HZ)
+        return ms_to_samples(FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ) + unit * (k + 1)
+
+    def _flush_input(self, now: float) -> None:
+        if self.session is None or self.session.closed or not self._inbuf:
+            return
+        audio = np.concatenate(self._inbuf) if len(self._inbuf) > 1 else self._inbuf[0]
+        self._inbuf, self._inbuf_n = [], 0
+        frames: tuple[np.ndarray, ...] = ()
+        end = self._sent + audio.size
+        if end >= self._boundary(self._unit_k):
+            frames = self.frames.take_unit()
+            while end >= self._boundary(self._unit_k):
+                self._unit_k += 1
+        self.session.submit(C.AppendArrays(audio=audio, frames=frames))
+        self._sent = end
+        self._clock.append((end, now))
+
+    def _time_of_sample(self, sample: int) -> float | None:
+        """Monotonic time at which input sample ``sample`` (16 kHz) was captured, approximately."""
+        for cum, t in self._clock:
+            if cum >= sample:
+                return t - (cum - sample) / INPUT_SAMPLE_RATE_HZ
+        return None
+
+    async def video_receive(self, frame: np.ndarray) -> None:
+        """One camera frame (uint8 BGR (h, w, 3)); never raises (it would end the video loop)."""
+        try:
+            self._echo_src = frame
+            rgb = np.ascontiguousarray(frame[:, :, ::-1])
+            self.frames.add(rgb, time.monotonic())
+        except Exception:
+            self._fault("camera input")
+
+    async def video_emit(self) -> np.ndarray:
+        """The video sent back: the camera frame the model sees (downscaled), or a blank frame."""
+        src = self._echo_src
+        if src is None:
+            return self._bg_rgb
+        if self._echo is None or self._echo_key is not src:
+            self._echo_key = src
+            self._echo = fit_within(np.ascontiguousarray(src), ECHO_MAX_SIDE)
+        return self._echo
+
+    # ------------------------------------------------------------------ output
+    async def emit(self) -> Any:
+        """Next output: a paced slice of speech (+ page update), a page update alone, or None."""
+        deadline = time.monotonic() + 0.1
+        while True:
+            now = time.monotonic()
+            if self._refused is not None:
+                ui = self._ui_update(now, force=True)
+                if ui is not None:
+                    return ui
+                if now - self._refused_at >= REFUSE_CLOSE_S:
+                    return CloseStream(self._refused)
+            rel = self.playback.pop_due(now)
+            if rel is not None:
+                self._on_released(rel, now)
+            ui = self._ui_update(now)
+            if rel is not None and rel.audio.size:
+                out = (OUTPUT_SAMPLE_RATE_HZ, rel.audio)
+                return (out, ui) if ui is not None else out
+            if ui is not None:
+                return ui
+            if now >= deadline:
+                return None
+            wait = min(self.playback.next_due(now), deadline - now, UI_PUSH_S)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), max(wait, 0.005))
+            except (asyncio.TimeoutError, TimeoutError):
+                pass
+
+    def _on_released(self, rel: Any, now: float) -> None:
+        for rid, text in rel.captions:
+            self.view.caption("assistant", rid, text, append=True)
+        if rel.first_of:
+            self.view.set_status("Speaking… (talk to interrupt)", "ok")
+
+    def _ui_update(self, now: float, *, force: bool = False) -> AdditionalOutputs | None:
+        if not self.page_outputs or self.view.version == self._ui_version_sent:
+            return None
+        if not force and now - self._ui_sent_at < UI_PUSH_S:
+            return None
+        self._ui_version_sent = self.view.version
+        self._ui_sent_at = now
+        return AdditionalOutputs(self.view.snapshot())
+
+    def flush_output(self, response_id: str | None = None) -> None:
+        """Drop queued speech at once (backlog + FastRTC queue); ack what was heard."""
+        now = time.monotonic()
+        ahead_ms = max(0.0, self.playback.playing_until() - now) * 1000.0
+        cut = self.playback.clear(response_id)
+        if self._clear_queue is not None:
+            self.clear_queue()
+        s = self.session
+        for rid in cut:
+            self.view.mark_interrupted(rid)
+            if s is not None and rid in self.playback.started:
+                heard = max(0.0, self.playback.played_ms.get(rid, 0.0) - ahead_ms)
+                s.submit(C.PlaybackAck(type="playback.ack", response_id=rid, played_ms=heard, truncate=True))
+        self._wake.set()
+
+    def force_listen(self) -> bool:
+        """The page's "force listen": cancel the response (``barge_in``) and go silent now."""
+        s = self.session
+        if s is None or s.closed:
+            return False
+        self.flush_output()
+        s.submit(C.CancelResponse(type="barge_in"))
+        self.view.set_status("Listening (you interrupted).", "ok")
+        return True
+
+    def state(self) -> dict[str, Any]:
+        """The view snapshot plus connection facts (for ``GET /webrtc/state/{id}``)."""
+        snap = self.view.snapshot()
+        snap["session_id"] = getattr(self.session, "id", None)
+        snap["playing"] = self.playback.is_playing(time.monotonic())
+        snap["refused"] = self._refused
+        return snap
+
+    # ------------------------------------------------------------------ session events
+    async def _pump_events(self) -> None:
+        s = self.session
+        try:
+            while True:
+                try:
+                    ev = await asyncio.wait_for(s.next_event(), 1.0)
+                except (asyncio.TimeoutError, TimeoutError):
+                    if time.monotonic() - self._last_audio_at > INPUT_STALL_S:
+                        log.info("webrtc %s: no audio for %.0f s; closing", self.webrtc_id, INPUT_STALL_S)
+                        self._close_session()
+                    continue
+                self.on_event(ev)
+                if isinstance(ev, E.SessionClosed):
+                    return
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # a bug here must not kill the media loop silently
+            log.exception("webrtc %s: event pump failed", self.webrtc_id)
+            self.view.set_status("Internal error in the page handler; press Stop and Start again.", "error")
+
+    def on_event(self, ev: E.ServerEvent) -> None:
+        """Map one session event to playback, captions, metrics and status."""
+        now = time.monotonic()
+        v = self.view
+        if isinstance(ev, E.AudioDelta):
+            if self._first_audio_pending:
+                self._first_audio_pending = False
+                if self._speech_stop_at is not None:
+                    v.first_audio_ms = (now - self._speech_stop_at) * 1000.0
+                if self._speech_end_at is not None:
+                    v.first_audio_from_speech_end_ms = (now - self._speech_end_at) * 1000.0
+                v.touch()
+            audio = ev.audio if ev.sample_rate_hz == OUTPUT_SAMPLE_RATE_HZ else \
+                resample(np.asarray(ev.audio, np.float32), ev.sample_rate_hz, OUTPUT_SAMPLE_RATE_HZ)
+            self.playback.push(ev.response_id, audio)
+            self._wake.set()
+        elif isinstance(ev, E.TranscriptDelta):
+            shown = self.playback.attach_text(ev.response_id, ev.delta)
+            if shown:
+                v.caption("assistant", ev.response_id, shown, append=True)
+        elif isinstance(ev, E.TextDelta):
+            v.caption("assistant", ev.response_id, ev.delta, append=True)
+        elif isinstance(ev, E.InputTranscription):
+            v.caption("user", ev.item_id, ev.transcript, append=False)
+        elif isinstance(ev, E.SpeechStarted):
+            self._user_speaking_since = now
+            onset_at = self._time_of_sample(ms_to_samples(ev.audio_start_ms, INPUT_SAMPLE_RATE_HZ))
+            log.debug("webrtc %s: speech started %.0f ms after its onset reached the server (playing=%s)",
+                      self.webrtc_id, (now - onset_at) * 1000 if onset_at else -1, self.playback.is_playing(now))
+            if self.settings.overlap_policy == "barge_in_on_speech" and self.playback.is_playing(now):
+                # The session cancels a reply it is still producing (OutputAudioCleared follows), but a
+                # reply it already finished is only playing here: stop it here too.
+                self.flush_output(None)
+            v.set_status("Hearing you…", "ok")
+        elif isinstance(ev, E.SpeechStopped):
+            self._user_speaking_since = None
+            self._speech_stop_at = now
+            self._speech_end_at = self._time_of_sample(ms_to_samples(ev.audio_end_ms, INPUT_SAMPLE_RATE_HZ))
+            self._first_audio_pending = True
+            v.set_status("Thinking…", "ok")
+        elif isinstance(ev, E.ResponseDone):
+            if ev.status == "cancelled":
+                self.flush_output(ev.response_id)
+            elif ev.status == "completed" and ev.reason is None:
+                self._done_ok.add(ev.response_id)
+                v.turns += 1
+                v.touch()
+            elif ev.status == "failed":
+                v.set_status("The reply failed; please ask again.", "warn")
+        elif isinstance(ev, E.ResponseListen):
+            if ev.response_id is not None:
+                self.flush_output(ev.response_id)
+            else:  # queued audio of a response that did not complete normally is stale now
+                for rid in self.playback.queued_responses() - self._done_ok:
+                    self.flush_output(rid)
+            if not self.playback.is_playing(now):
+                v.set_status("Listening…", "ok")
+        elif isinstance(ev, E.OutputAudioCleared):
+            self.flush_output(None)
+        elif isinstance(ev, E.UnitMetrics):
+            since = self._user_speaking_since
+            if since is not None and self.settings.overlap_policy == "listen_only" and self.playback.is_playing(now) \
+                    and now - since >= self._barge_in_s:
+                self.flush_output(None)  # soft interrupt at the unit boundary, as the session does
+            v.unit_compute_ms = float(ev.compute_ms)
+            v.context_tokens = int(ev.context_tokens)
+            v.max_context_tokens = int(ev.max_context_tokens)
+            seen = _seen_text(self.session)
+            if seen is not None:
+                v.seen_text = seen
+            v.touch()
+        elif isinstance(ev, E.ErrorEvent):
+            if ev.code not in _QUIET_ERRORS:
+                log.warning("webrtc %s: session error %s: %s", self.webrtc_id, ev.code, ev.message)
+                v.set_status(f"Server: {ev.message} ({ev.code})", "warn")
+        elif isinstance(ev, E.SessionClosed):
+            self.flush_output(None)
+            v.set_status(f"Conversation ended ({ev.reason}). Press Start to talk again.", "warn")
+            self.session = None
+        self._wake.set()
+
+
+def _seen_text(session: Any) -> str | None:
+    """Text the session last read in the camera (public ``seen_text`` if the session offers it)."""
+    if session is None:
+        return None
+    seen = getattr(session, "seen_text", None)
+    if seen is None:
+        seen = getattr(session, "_seen_text", None)  # until DuplexSession exposes it publicly
+    return seen if isinstance(seen, str) else None
