@@ -1,0 +1,564 @@
+"""Shared helpers of ``bench_chat.py`` and ``bench_duplex.py``.
+
+* machine and version facts written into every result file;
+* ``p50``/``p95``/``mean``/``min``/``max`` summaries;
+* a server subprocess (``python -m app serve --no-ui --host 127.0.0.1 --port <free>``, env
+  ``HF_HUB_OFFLINE=1``) that is started, polled on ``/health`` and stopped;
+* a temporary deploy YAML overlaying ``configs/tiny.yaml`` (``base_config``);
+* peak-RSS probes of a process (``/proc/<pid>/status`` ``VmHWM``/``VmRSS``; ``psutil`` when
+  installed);
+* spoken test inputs made with Debian's espeak-ng (voice ``en``, 160 wpm: the same recipe as
+  ``tests/conftest.py::espeak_wav``), cached in the system temp folder;
+* writing ``benchmarks/results/<name>.json``.
+
+Everything talks to ``127.0.0.1`` only. Times are ``time.monotonic()`` / ``time.perf_counter()``
+seconds unless a name ends in ``_ms``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import platform
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
+PYTHON = str(VENV_PYTHON if VENV_PYTHON.exists() else Path(sys.executable))
+SPEECH_CACHE = Path(tempfile.gettempdir()) / "omni-bench-speech"
+TINY_YAML = ROOT / "configs" / "tiny.yaml"
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Loopback only: never let an inherited proxy setting route 127.0.0.1 traffic elsewhere.
+for _var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+    os.environ.pop(_var, None)
+os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+
+KEY_PACKAGES = (
+    "onnxruntime",
+    "ctranslate2",
+    "faster-whisper",
+    "llama-cpp-python",
+    "piper-tts",
+    "fastapi",
+    "uvicorn",
+    "numpy",
+    "websockets",
+    "httpx",
+    "soxr",
+    "psutil",
+)
+
+
+# --------------------------------------------------------------------------- facts
+def _cpu_model() -> str | None:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or None
+
+
+def _meminfo_kib(key: str) -> int | None:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def _os_name() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip().strip('"')
+    return platform.system()
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, cores, RAM, OS, kernel, and the load average when the run started."""
+    total = _meminfo_kib("MemTotal")
+    avail = _meminfo_kib("MemAvailable")
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        usable = os.cpu_count()
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover
+        load = None
+    return {
+        "cpu_model": _cpu_model(),
+        "cores_logical": os.cpu_count(),
+        "cores_usable": usable,
+        "ram_total_gib": round(total / 1024 / 1024, 2) if total else None,
+        "ram_available_gib_at_start": round(avail / 1024 / 1024, 2) if avail else None,
+        "os": _os_name(),
+        "kernel": platform.release(),
+        "platform": platform.platform(),
+        "loadavg_1_5_15_at_start": load,
+    }
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def versions() -> dict[str, Any]:
+    """Python, key package versions (``None`` = not installed) and our git commit."""
+    pkgs: dict[str, str | None] = {}
+    for name in KEY_PACKAGES:
+        try:
+            pkgs[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pkgs[name] = None
+    status = _git("status", "--porcelain")
+    return {
+        "python": platform.python_version(),
+        "python_executable": PYTHON,
+        "packages": pkgs,
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(status) if status is not None else None,
+    }
+
+
+def now_iso() -> str:
+    """UTC time, ISO 8601, seconds."""
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def command_line() -> str:
+    """How this script was invoked, as a shell line relative to the repo root."""
+    script = Path(sys.argv[0]).resolve()
+    with contextlib.suppress(ValueError):
+        script = script.relative_to(ROOT)
+    return shlex.join([".venv/bin/python", str(script), *sys.argv[1:]])
+
+
+# --------------------------------------------------------------------------- statistics
+def summarize(values: Iterable[float | None]) -> dict[str, Any]:
+    """``n``, ``p50``, ``p95``, ``mean``, ``min``, ``max`` of the non-``None`` values.
+
+    Percentiles interpolate linearly between closest ranks (numpy's default), so with N=10
+    ``p95`` lies between the 9th and 10th smallest sample. Empty input gives ``n: 0`` and
+    ``None`` for the rest.
+    """
+    vals = [float(v) for v in values if v is not None]
+    if not vals:
+        return {"n": 0, "p50": None, "p95": None, "mean": None, "min": None, "max": None}
+    arr = np.asarray(vals)
+    return {
+        "n": len(vals),
+        "p50": float(np.percentile(arr, 50)),
+        "p95": float(np.percentile(arr, 95)),
+        "mean": float(arr.mean()),
+        "min": float(arr.min()),
+        "max": float(arr.max()),
+    }
+
+
+def metric(
+    mid: str,
+    name: str,
+    value: float | None,
+    unit: str,
+    op: str,
+    threshold: float,
+    *,
+    detail: str = "",
+    n: int | None = None,
+) -> dict[str, Any]:
+    """One headline number with its target: ``pass`` is ``None`` when nothing was measured."""
+    if value is None:
+        ok = None
+    elif op == "<=":
+        ok = value <= threshold
+    elif op == ">=":
+        ok = value >= threshold
+    else:  # pragma: no cover - programming error
+        raise ValueError(op)
+    return {
+        "id": mid,
+        "name": name,
+        "value": value,
+        "unit": unit,
+        "op": op,
+        "threshold": threshold,
+        "target": f"{op} {threshold:g} {unit}".strip(),
+        "pass": ok,
+        "n": n,
+        "detail": detail,
+    }
+
+
+def write_result(name: str, data: dict[str, Any]) -> Path:
+    """Write ``benchmarks/results/<name>.json`` (pretty, UTF-8) and return its path."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=_json_default) + "\n", encoding="utf-8")
+    return path
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (np.floating, np.integer)):
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def base_result(name: str, title: str, issue: str, *, quick: bool) -> dict[str, Any]:
+    """The common head of a result file."""
+    return {
+        "benchmark": name,
+        "title": title,
+        "issue": issue,
+        "quick": quick,
+        "command": command_line(),
+        "started_at": now_iso(),
+        "machine": machine_info(),
+        "versions": versions(),
+    }
+
+
+# --------------------------------------------------------------------------- processes
+def free_port() -> int:
+    """An unused TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_deploy_yaml(overrides: dict[str, Any], directory: Path | None = None) -> Path:
+    """A temporary deploy YAML: ``base_config: <repo>/configs/tiny.yaml`` plus ``overrides``.
+
+    ``overrides`` are top-level sections, e.g. ``{"duplex_session": {"chunk_period_ms": 500}}``;
+    the loader merges our sections key by key and ``stages`` entry by entry on ``stage_id``.
+    """
+    import yaml
+
+    directory = directory or Path(tempfile.mkdtemp(prefix="omni-bench-"))
+    path = directory / "deploy.yaml"
+    path.write_text(yaml.safe_dump({"base_config": str(TINY_YAML), **overrides}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+class ServerProcess:
+    """``python -m app serve --no-ui`` as a subprocess on a free loopback port.
+
+    Args:
+        deploy_config: optional deploy YAML path.
+        stage_overrides: optional ``--stage-overrides`` JSON (dict, serialised here).
+        log_path: where stdout/stderr go (default: a temp file).
+
+    Attributes:
+        launched_at: ``time.monotonic()`` just before ``Popen``.
+        ready_at: ``time.monotonic()`` when ``/health`` first answered 200.
+    """
+
+    def __init__(
+        self,
+        *,
+        deploy_config: Path | str | None = None,
+        stage_overrides: dict[str, Any] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.args = [PYTHON, "-m", "app", "serve", "--no-ui", "--host", "127.0.0.1", "--port", str(self.port),
+                     "--log-level", "warning"]
+        if deploy_config is not None:
+            self.args += ["--deploy-config", str(deploy_config)]
+        if stage_overrides is not None:
+            self.args += ["--stage-overrides", json.dumps(stage_overrides)]
+        self.log_path = log_path or Path(tempfile.mkstemp(prefix="omni-bench-server-", suffix=".log")[1])
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.launched_at: float | None = None
+        self.ready_at: float | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    @property
+    def command(self) -> str:
+        """The launch command, relative to the repo root."""
+        args = list(self.args)
+        with contextlib.suppress(ValueError):
+            args[0] = str(Path(args[0]).relative_to(ROOT))
+        return shlex.join(args)
+
+    def start(self, timeout_s: float = 180.0, poll_s: float = 0.05) -> float:
+        """Launch and wait for ``/health`` 200; returns seconds from launch to ready.
+
+        Raises:
+            RuntimeError: the process exited or stayed unhealthy for ``timeout_s``.
+        """
+        import httpx
+
+        env = dict(os.environ)
+        env["HF_HUB_OFFLINE"] = "1"
+        log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._log = log
+        self.launched_at = time.monotonic()
+        self.proc = subprocess.Popen(self.args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = self.launched_at + timeout_s
+        with httpx.Client(trust_env=False, timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"server exited with {self.proc.returncode}; log: {self.log_path}\n"
+                                       f"{self.log_tail()}")
+                try:
+                    if client.get(self.base_url + "/health").status_code == 200:
+                        self.ready_at = time.monotonic()
+                        return self.ready_at - self.launched_at
+                except httpx.HTTPError:
+                    pass
+                time.sleep(poll_s)
+        self.stop()
+        raise RuntimeError(f"server not healthy after {timeout_s} s; log: {self.log_path}")
+
+    def log_tail(self, lines: int = 20) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def stop(self, timeout_s: float = 15.0) -> int | None:
+        """SIGINT (uvicorn's graceful stop), then SIGTERM, then SIGKILL; returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            for sig, wait in ((signal.SIGINT, timeout_s), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+                with contextlib.suppress(ProcessLookupError):
+                    self.proc.send_signal(sig)
+                try:
+                    self.proc.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        with contextlib.suppress(Exception):
+            self._log.close()
+        return self.proc.returncode
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# --------------------------------------------------------------------------- memory
+def _status_kib(pid: int) -> dict[str, int]:
+    out: dict[str, int] = {}
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(rest.split()[0])
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                kids += [int(x) for x in (task / "children").read_text().split()]
+    return kids
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
+    seen, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.append(p)
+        todo += _children(p)
+    return seen
+
+
+def reset_peak_rss(pid: int) -> bool:
+    """Reset ``VmHWM`` of ``pid`` to its current RSS (``echo 5 > /proc/<pid>/clear_refs``, Linux >= 4.0)."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+class RssSampler:
+    """Samples the RSS of a process tree every ``interval_s`` on a thread, bounded by ``max_samples``.
+
+    Uses ``psutil`` when installed, else ``/proc/<pid>/status``. ``peak_bytes`` is the largest
+    sampled tree RSS; ``hwm_bytes()`` reads the kernel's exact peak of the main process.
+    """
+
+    def __init__(self, pid: int, interval_s: float = 0.1, max_samples: int = 20_000) -> None:
+        self.pid = pid
+        self.interval_s = interval_s
+        self.max_samples = max_samples
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="rss-sampler")
+        try:
+            import psutil  # noqa: F401
+
+            self.source = "psutil"
+        except ImportError:
+            self.source = "/proc/<pid>/status VmRSS"
+
+    def tree_rss_bytes(self) -> int:
+        if self.source == "psutil":
+            import psutil
+
+            try:
+                proc = psutil.Process(self.pid)
+                procs = [proc, *proc.children(recursive=True)]
+                return sum(p.memory_info().rss for p in procs)
+            except psutil.Error:
+                return 0
+        return sum(_status_kib(p).get("VmRSS", 0) for p in process_tree(self.pid)) * 1024
+
+    def hwm_bytes(self) -> int | None:
+        kib = _status_kib(self.pid).get("VmHWM")
+        return None if kib is None else kib * 1024
+
+    def _loop(self) -> None:
+        t0 = time.monotonic()
+        while not self._stop.is_set() and len(self.samples) < self.max_samples:
+            self.samples.append((time.monotonic() - t0, self.tree_rss_bytes()))
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    @property
+    def peak_bytes(self) -> int:
+        return max((b for _, b in self.samples), default=0)
+
+
+# --------------------------------------------------------------------------- speech inputs
+def espeak_wav(text: str, name: str, *, rate_wpm: int = 160, lead_s: float = 0.0, tail_s: float = 0.0) -> Path:
+    """``text`` spoken by espeak-ng (voice ``en``), as a 16 kHz mono PCM16 WAV, cached by ``name``.
+
+    Same recipe as ``tests/conftest.py::espeak_wav`` (espeak-ng, then sox resample + pad).
+    """
+    key = f"{name}-{rate_wpm}-{lead_s:g}-{tail_s:g}.wav"
+    path = SPEECH_CACHE / key
+    if path.exists():
+        return path
+    SPEECH_CACHE.mkdir(parents=True, exist_ok=True)
+    raw = path.with_suffix(".raw.wav")
+    subprocess.run(["espeak-ng", "-v", "en", "-s", str(rate_wpm), "-w", str(raw), text], check=True,
+                   capture_output=True)
+    subprocess.run(["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(path), "pad", str(lead_s),
+                    str(tail_s)], check=True, capture_output=True)
+    raw.unlink()
+    return path
+
+
+def wav_pcm16(path: Path) -> bytes:
+    """PCM16 bytes of a 16 kHz mono WAV."""
+    import soundfile as sf
+
+    from app.constants import INPUT_SAMPLE_RATE_HZ
+    from app.media import float_to_pcm16
+
+    audio, rate = sf.read(str(path), dtype="float32")
+    if rate != INPUT_SAMPLE_RATE_HZ or audio.ndim != 1:
+        raise ValueError(f"{path}: expected 16 kHz mono, got {rate} Hz, shape {audio.shape}")
+    return float_to_pcm16(audio)
+
+
+def silence_pcm16(seconds: float) -> bytes:
+    """PCM16 silence at 16 kHz."""
+    return b"\x00\x00" * round(seconds * 16_000)
+
+
+def pcm16_seconds(pcm: bytes) -> float:
+    """Duration of 16 kHz PCM16, seconds."""
+    return len(pcm) / 2 / 16_000
+
+
+def detect_speech_start_ms(pcm16: bytes, sample_rate_hz: int = 16_000) -> float | None:
+    """Start of the first speech frame: the mirror of ``app.client.latency.detect_speech_end_ms``.
+
+    Same 20 ms frames and thresholds (a frame is speech when its RMS is at least
+    ``max(-45 dBFS, loudest frame - 30 dB)``).
+    """
+    from app.client.latency import (
+        SPEECH_FLOOR_DBFS,
+        SPEECH_FRAME_MS,
+        SPEECH_RELATIVE_DB,
+    )
+
+    samples = np.frombuffer(pcm16[: len(pcm16) // 2 * 2], dtype="<i2").astype(np.float64) / 32768.0
+    frame = int(sample_rate_hz * SPEECH_FRAME_MS / 1000)
+    count = -(-samples.size // frame)
+    if count == 0:
+        return None
+    padded = np.zeros(count * frame)
+    padded[: samples.size] = samples
+    rms = np.sqrt(np.mean(padded.reshape(count, frame) ** 2, axis=1))
+    level = 20.0 * np.log10(np.maximum(rms, 1e-10))
+    threshold = max(SPEECH_FLOOR_DBFS, float(level.max()) - SPEECH_RELATIVE_DB)
+    speech = np.flatnonzero(level >= threshold)
+    if speech.size == 0:
+        return None
+    return int(speech[0]) * frame * 1000.0 / sample_rate_hz
+
+
+def round_floats(obj: Any, ndigits: int = 4) -> Any:
+    """Round every float in a JSON-like structure (keeps result files readable)."""
+    if isinstance(obj, float):
+        return round(obj, ndigits)
+    if isinstance(obj, dict):
+        return {k: round_floats(v, ndigits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [round_floats(v, ndigits) for v in obj]
+    return obj
+
+
+def fmt_s(value: float | None, unit: str = "s", digits: int = 3) -> str:
+    """``1.234 s`` or ``n/a``."""
+    return "n/a" if value is None else f"{value:.{digits}f} {unit}"
+
+
+def print_metrics(metrics: Sequence[dict[str, Any]]) -> None:
+    """One line per headline metric on stdout."""
+    for m in metrics:
+        verdict = {True: "PASS", False: "MISS", None: "n/a"}[m["pass"]]
+        value = "n/a" if m["value"] is None else f"{m['value']:.4g} {m['unit']}"
+        print(f"  {m['name']}: {value} (target {m['target']}) {verdict}", flush=True)

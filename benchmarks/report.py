@@ -1,0 +1,367 @@
+"""Render every ``benchmarks/results/*.json`` into ``BENCHMARKS.md`` (overwritten each run).
+
+One section per result file: how to reproduce it, the machine and versions it ran on, its
+headline numbers each next to its target with PASS/MISS, then the detail tables. Files written
+by ``bench_chat.py`` / ``bench_duplex.py`` get dedicated tables; any other result file (e.g.
+``browser.json`` from ``bench_browser.py``, ``remote.json`` from ``bench_remote.py``) is rendered
+generically: its ``metrics`` list if it has one in our shape, its ``target`` block, and every
+summary object (a mapping with a ``p50`` key) found in it.
+
+Usage::
+
+    .venv/bin/python benchmarks/report.py [--results DIR] [--out BENCHMARKS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+OUT = ROOT / "BENCHMARKS.md"
+
+ORDER = ["chat", "duplex", "browser", "remote"]
+"""Known result files, in the order their sections appear; others follow alphabetically."""
+
+DEFAULT_REPRODUCE = {
+    "chat": ".venv/bin/python benchmarks/bench_chat.py",
+    "duplex": ".venv/bin/python benchmarks/bench_duplex.py",
+    "browser": ".venv/bin/python benchmarks/bench_browser.py",
+    "remote": ".venv/bin/python benchmarks/bench_remote.py --runs 5",
+}
+
+SKIP_KEYS = {"machine", "versions", "samples", "sessions", "units", "replies", "inputs"}
+
+
+# --------------------------------------------------------------------------- formatting
+def verdict(ok: Any) -> str:
+    return {True: "**PASS**", False: "**MISS**"}.get(ok, "n/a")
+
+
+def num(value: Any, unit: str = "", digits: int | None = None) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        if digits is None:
+            digits = 0 if unit == "ms" or (isinstance(value, int)) else (3 if abs(value) < 100 else 1)
+        text = f"{value:,.{digits}f}"
+        return f"{text} {unit}".strip()
+    return str(value)
+
+
+def esc(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return out + [""]
+
+
+def summary_row(label: str, s: dict[str, Any] | None, unit: str) -> list[Any]:
+    s = s or {}
+    return [label, s.get("n", 0), *(num(s.get(k), unit) for k in ("p50", "p95", "mean", "min", "max"))]
+
+
+SUMMARY_HEADERS = ["", "n", "p50", "p95", "mean", "min", "max"]
+
+
+def machine_line(data: dict[str, Any]) -> list[str]:
+    m = data.get("machine") or {}
+    v = data.get("versions") or {}
+    lines = []
+    parts = [m.get("cpu_model") or m.get("cpu")]
+    cores = m.get("cores_usable") or m.get("cores") or m.get("cores_logical")
+    parts.append(f"{cores} cores" if cores else None)
+    parts.append(f"{m['ram_total_gib']} GiB RAM" if m.get("ram_total_gib") else None)
+    parts.append(m.get("os") or m.get("platform"))
+    load = m.get("loadavg_1_5_15_at_start")
+    text = ", ".join(p for p in parts if p)
+    if load:
+        text += f"; load average at start {load[0]} / {load[1]} / {load[2]}"
+    if text:
+        lines.append(f"- Machine: {text}")
+    py = v.get("python") or m.get("python")
+    pkgs = v.get("packages") or m.get("versions") or {}
+    commit = v.get("git_commit") or m.get("git_commit")
+    ver = [f"Python {py}" if py else None, ", ".join(f"{k} {val}" for k, val in pkgs.items() if val) or None,
+           (f"commit `{str(commit)[:12]}`" + (" (uncommitted changes)" if v.get("git_dirty") else ""))
+           if commit else None]
+    if any(ver):
+        lines.append("- Versions: " + "; ".join(x for x in ver if x))
+    when = data.get("finished_at") or data.get("written_at") or data.get("started_at")
+    if when:
+        lines.append(f"- Run: {when}" + (f", {data['wall_s']:.0f} s wall" if data.get("wall_s") else ""))
+    return lines
+
+
+def metrics_table(metrics: list[dict[str, Any]]) -> list[str]:
+    rows = []
+    for m in metrics:
+        unit = m.get("unit") or ""
+        rows.append([m["name"], num(m.get("value"), unit), m.get("target", ""), verdict(m.get("pass")),
+                     m.get("n") if m.get("n") is not None else "", m.get("detail", "")])
+    return table(["Metric", "Measured", "Target", "Result", "N", "Detail"], rows)
+
+
+def find_summaries(obj: Any, path: str = "", depth: int = 0) -> list[tuple[str, dict[str, Any]]]:
+    """Every mapping with a ``p50`` key, with its dotted path (skips bulky raw-sample keys)."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    if depth > 6:
+        return found
+    if isinstance(obj, dict):
+        if "p50" in obj:
+            return [(path, obj)]
+        for key, value in obj.items():
+            if key in SKIP_KEYS:
+                continue
+            found += find_summaries(value, f"{path}.{key}" if path else str(key), depth + 1)
+    return found
+
+
+# --------------------------------------------------------------------------- sections
+def section_chat(data: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    t = data.get("ttfa") or {}
+    w = (data.get("workload") or {}).get("ttfa") or {}
+    out += ["#### (a) Time to first audio chunk (streaming chat completions)", ""]
+    out.append(f"{w.get('n')} sequential requests (concurrency 1) after {w.get('warmup_requests', 0)} unmeasured "
+               f"warm-up request; {w.get('measure', '')}. Input: {w.get('input', '')}.")
+    out.append("")
+    s = t.get("summary") or {}
+    out += table(SUMMARY_HEADERS, [
+        summary_row("client TTFA (s)", s.get("ttfa_s"), "s"),
+        summary_row("client first text (s)", s.get("ttft_s"), "s"),
+        summary_row("server ttft_s (x_omni)", s.get("server_ttft_s"), "s"),
+        summary_row("server ttfp_s (x_omni)", s.get("server_ttfp_s"), "s"),
+        summary_row("request total (s)", s.get("total_s"), "s"),
+        summary_row("reply audio (s)", s.get("reply_audio_s"), "s"),
+    ])
+    rows = [[x.get("i"), x.get("question"), num(x.get("question_audio_s"), "s"), num(x.get("ttfa_s"), "s"),
+             num((x.get("x_omni") or {}).get("ttft_s"), "s"), num((x.get("x_omni") or {}).get("audio_duration_s"), "s"),
+             (x.get("x_omni") or {}).get("user_text", ""), x.get("text", "")] for x in t.get("samples", [])]
+    out += table(["#", "question", "question audio", "TTFA", "server ttft", "reply audio", "ASR", "reply"], rows)
+    r = data.get("rtf") or {}
+    rs = r.get("summary") or {}
+    out += ["#### (b) Talker + Code2Wav real-time factor (in-process)", ""]
+    out.append(f"{(r.get('workload') or {}).get('method', '')}. Codec chunk {r.get('codec_chunk_frames')} frames at "
+               f"{num(r.get('codec_frame_rate_hz'), 'Hz', 2)}. Aggregate RTF {num(rs.get('rtf_aggregate'), digits=4)} "
+               f"= {num(rs.get('total_compute_s'), 's')} compute / {num(rs.get('total_audio_s'), 's')} audio; Talker "
+               f"share of compute {num((rs.get('talker_share') or 0) * 100, '%', 0)}.")
+    out.append("")
+    rows = [[x["text"], x["segments"], num(x["audio_s"], "s"), num(x["talker_s"], "s"), num(x["code2wav_s"], "s"),
+             num(x["rtf"], digits=3)] for x in r.get("samples", [])]
+    out += table(["sentence", "segments", "audio", "talker", "code2wav", "RTF"], rows)
+    c = data.get("cold_start") or {}
+    cw = (data.get("workload") or {}).get("cold_start") or {}
+    out += ["#### (c) Cold start to ready", ""]
+    out.append(f"Launch of `{cw.get('command', 'python -m app serve')}` to the first `/health` 200, polled every "
+               f"{cw.get('poll_interval_s', '?')} s. OS file cache: {cw.get('file_cache', '?')}.")
+    out.append("")
+    out += table(["run", "ready"], [[x["run"], num(x["ready_s"], "s")] for x in c.get("samples", [])])
+    p = data.get("peak_rss") or {}
+    out += ["#### (d) Peak RSS of the server during (a)", ""]
+    reset = "reset just before (a)" if p.get("hwm_reset_before_a") else "NOT reset (includes loading)"
+    out.append(f"Kernel VmHWM ({reset}) after (a): {num((p.get('vmhwm_after_a_bytes') or 0) / 2**20, 'MiB', 0)}; "
+               f"sampled peak ({p.get('sampler_source')}, {p.get('sampled_count')} samples every 100 ms): "
+               f"{num((p.get('sampled_peak_bytes') or 0) / 2**20, 'MiB', 0)}; RSS before (a): "
+               f"{num((p.get('rss_before_a_bytes') or 0) / 2**20, 'MiB', 0)}. Target 2.5 GB = 2.5e9 bytes.")
+    out.append("")
+    return out
+
+
+def section_duplex(data: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    lat = data.get("latency") or {}
+    if lat:
+        out += ["#### (a) Speech end -> first audio delta", ""]
+        out.append("Fresh session per sample; 0.5 s silence + question + 3 s silence in 100 ms appends at real time, "
+                   "no commit. Origin: send time of the append reaching the question's last speech sample "
+                   "(energy detector). Columns after `latency` are receive times relative to the same origin.")
+        out.append("")
+        rows = []
+        for unit in ("1000", "500"):
+            b = lat.get(unit)
+            if not b:
+                continue
+            s = b.get("summary") or {}
+            rows.append(summary_row(f"{unit} ms units: latency", s.get("latency_ms"), "ms"))
+            rows.append(summary_row(f"{unit} ms units: VAD speech_stopped", s.get("speech_stopped_rx_ms"), "ms"))
+            rows.append(summary_row(f"{unit} ms units: response.created", s.get("response_created_rx_ms"), "ms"))
+            rows.append(summary_row(f"{unit} ms units: append slack", s.get("append_slack_ms"), "ms"))
+        out += table(SUMMARY_HEADERS, rows)
+        rows = []
+        for unit in ("1000", "500"):
+            for x in (lat.get(unit) or {}).get("samples", []):
+                rows.append([unit, x.get("i"), x.get("question"), num(x.get("latency_ms"), "ms"),
+                             num(x.get("speech_stopped_rx_ms"), "ms"), num(x.get("transcript_rx_ms"), "ms"),
+                             num(x.get("response_created_rx_ms"), "ms"), x.get("asr", ""), x.get("reply", "")])
+        out += table(["unit", "#", "question", "latency", "VAD end", "ASR done", "created", "ASR", "reply (first part)"],
+                     rows)
+    conc = data.get("concurrency")
+    if conc:
+        out += ["#### (b) Concurrent sessions", ""]
+        out.append(f"Each session streams {conc.get('session_seconds')} s of audio at real time, a question every "
+                   f"{conc.get('question_every_s')} s (schedules staggered). Criterion: {conc.get('criterion')}. "
+                   f"K order: {conc.get('order')}. Server overrides: `{json.dumps(conc.get('deploy_overrides'))}`.")
+        out.append("")
+        out.append("The unit decision is taken synchronously when the append closing a unit is processed, so the "
+                   "unit_metrics lag measures the server's event loop, not model throughput; reply latency under "
+                   "load (speech end -> first audio delta, same definition as (a)) is shown for that.")
+        out.append("")
+        rows = [[lv["k"], verdict(lv["all_real_time"]), num(lv["lag_ms"]["p50"], "ms"), num(lv["lag_ms"]["max"], "ms"),
+                 num(lv.get("max_drift_ms"), "ms"), num(lv["reply_latency_ms"]["p50"], "ms"),
+                 num(lv["reply_latency_ms"]["max"], "ms"), f"{lv['unanswered']}/{lv['questions']}"]
+                for lv in conc.get("levels", [])]
+        out += table(["K", "all real time", "lag p50", "lag max", "max drift", "reply p50", "reply max",
+                      "unanswered"], rows)
+    for key, label in (("barge_in", "default overlap policy"), ("barge_in_hard", "overlap_policy barge_in_on_speech")):
+        if data.get(key):
+            out += barge_in_block(data[key], label)
+    return out
+
+
+def barge_in_block(bi: dict[str, Any], label: str) -> list[str]:
+    out: list[str] = []
+    s = bi.get("summary") or {}
+    out += [f"#### (c) Barge-in, {label}", ""]
+    out.append("Question, then right after the first audio delta a second ~3 s utterance. Latency: send time of "
+               "the append carrying the utterance's first speech sample -> `response.done` of the interrupted "
+               f"response (or `response.listen` with its id). Session overlap policy: {bi.get('overlap_policy')}. "
+               f"Server budget: {s.get('server_budget', '')}. `policy wait` = onset -> deciding unit boundary on "
+               "the media clock; `lag` = send time of the append closing that unit -> end event; `phase` = where "
+               "in its unit the first audio arrived (0 = right after a boundary); `onset slack` = media time from the "
+               "onset to the end of the append carrying it (the origin is that append's send time).")
+    out.append("")
+    out += table(SUMMARY_HEADERS, [
+        summary_row("latency", s.get("latency_ms"), "ms"),
+        summary_row("policy wait", s.get("policy_wait_ms"), "ms"),
+        summary_row("decision lag", s.get("decision_lag_ms"), "ms"),
+        summary_row("first-audio phase", s.get("first_audio_unit_phase_ms"), "ms"),
+    ])
+    rows = [[x.get("i"), x.get("question"), num(x.get("latency_ms"), "ms"), "yes" if x.get("interrupted") else "no",
+             x.get("end_event", ""), f"{x.get('done_status')}/{x.get('done_reason')}",
+             num(x.get("policy_wait_ms"), "ms"), num(x.get("decision_lag_ms"), "ms"),
+             num(x.get("first_audio_unit_phase_ms"), "ms"), num(x.get("onset_append_slack_ms"), "ms"),
+             x.get("reply", ""), x.get("error", "")] for x in bi.get("samples", [])]
+    out += table(["#", "question", "latency", "interrupted", "end event", "done status/reason", "policy wait",
+                  "lag", "phase", "onset slack", "reply (as sent)", "error"], rows)
+    return out
+
+
+def section_generic(data: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    tgt = data.get("target")
+    if isinstance(tgt, dict):
+        rows = [[k, num(v) if not isinstance(v, bool) else str(v).lower()] for k, v in tgt.items() if k != "met"]
+        out.append(f"Target: {', '.join(f'`{r[0]}` = {r[1]}' for r in rows)} -> {verdict(tgt.get('met'))}")
+        out.append("")
+    for key in ("input", "setup", "workload"):
+        if isinstance(data.get(key), str):
+            out.append(f"- {key.capitalize()}: {data[key]}")
+    if out and out[-1] != "":
+        out.append("")
+    sums = find_summaries({k: v for k, v in data.items() if k not in ("metrics",)})
+    if sums:
+        rows = [[path, s.get("n", ""), *(num(s.get(k)) for k in ("p50", "p95", "mean", "min", "max"))]
+                for path, s in sums]
+        out += table(["summary", "n", "p50", "p95", "mean", "min", "max"], rows)
+    return out
+
+
+def render(results: Path) -> str:
+    files = sorted(results.glob("*.json"))
+    loaded: dict[str, dict[str, Any]] = {}
+    errors: list[str] = []
+    for f in files:
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            errors.append(f"- `{f.name}`: unreadable ({exc})")
+            continue
+        if isinstance(data, dict):
+            loaded[f.stem] = data
+    names = [n for n in ORDER if n in loaded] + sorted(n for n in loaded if n not in ORDER)
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    out = ["# Benchmarks", "",
+           (f"Generated by `.venv/bin/python benchmarks/report.py` on {now} from `benchmarks/results/*.json` "
+           "(this file is overwritten on every run; edit the scripts, not this file). See `benchmarks/README.md` "
+           "for what each benchmark measures."), ""]
+    # summary across benchmarks
+    rows = []
+    for name in names:
+        data = loaded[name]
+        quick = " (quick)" if data.get("quick") else ""
+        for m in data.get("metrics") or []:
+            if isinstance(m, dict) and "name" in m:
+                rows.append([f"{name}{quick}", m["name"], num(m.get("value"), m.get("unit") or ""),
+                             m.get("target", ""), verdict(m.get("pass"))])
+        tgt = data.get("target")
+        if not data.get("metrics") and isinstance(tgt, dict) and "met" in tgt:
+            rows.append([f"{name}{quick}", "target block", "see section",
+                         ", ".join(f"{k} = {v}" for k, v in tgt.items() if k != "met"), verdict(tgt.get("met"))])
+    if rows:
+        out += ["## Summary", ""] + table(["Benchmark", "Metric", "Measured", "Target", "Result"], rows)
+    quick = [n for n in names if loaded[n].get("quick")]
+    if quick:
+        out += [(f"> **Note:** {', '.join(quick)} {'is a' if len(quick) == 1 else 'are'} `--quick` sanity run"
+                f"{'' if len(quick) == 1 else 's'} (few samples), not a benchmark result."), ""]
+    loaded_machines = [loaded[n].get("machine", {}).get("loadavg_1_5_15_at_start") for n in names]
+    cores = [loaded[n].get("machine", {}).get("cores_usable") for n in names]
+    busy = [n for n, la, c in zip(names, loaded_machines, cores, strict=True) if la and c and la[0] > 0.5 * c]
+    if busy:
+        out += [(f"> **Note:** the machine was busy when {', '.join(busy)} started (1-min load average above "
+                 "half the core count): those numbers are inflated."), ""]
+    for name in names:
+        data = loaded[name]
+        title = data.get("title") or data.get("benchmark") or name
+        out += [f"## {name}: {title}", ""]
+        repro = data.get("reproduce") or DEFAULT_REPRODUCE.get(name)
+        if repro:
+            out.append(f"- How to reproduce: `{repro}` (sanity run: add `--quick` where supported)"
+                       if name in ("chat", "duplex") else f"- How to reproduce: `{repro}`")
+        if data.get("command") and data.get("command") != repro:
+            out.append(f"- This run: `{data['command']}`")
+        if data.get("issue"):
+            out.append(f"- Issue: {data['issue']}")
+        out += machine_line(data)
+        out.append("")
+        if data.get("metrics"):
+            out += metrics_table([m for m in data["metrics"] if isinstance(m, dict) and "name" in m])
+        if name == "chat":
+            out += section_chat(data)
+        elif name == "duplex":
+            out += section_duplex(data)
+        else:
+            out += section_generic(data)
+        notes = data.get("notes") or []
+        if notes:
+            out += ["Notes:", ""] + [f"- {n}" for n in notes] + [""]
+    if errors:
+        out += ["## Unreadable result files", "", *errors, ""]
+    if not names:
+        out += ["No result files yet: run the benchmark scripts first.", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=OUT)
+    args = p.parse_args(argv)
+    text = render(args.results)
+    args.out.write_text(text, encoding="utf-8")
+    print(f"wrote {args.out} ({len(text.splitlines())} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
