@@ -6,12 +6,33 @@ streaming resampler and sent as :class:`AppendArrays` every :data:`APPEND_MS`; c
 composite, see :mod:`app.ui.frames`).
 
 Outbound: the session's typed events are consumed by ``isinstance`` (never by wire type):
-``AudioDelta`` audio goes into a :class:`~app.ui.playback.Playback` backlog released in real
-time by :meth:`OmniHandler.emit`; ``TranscriptDelta`` text is attached to its audio and shown
-when that audio starts playing; ``InputTranscription`` is the user's caption. Queued speech is
-dropped at once (backlog + FastRTC's ``clear_queue()``) on ``ResponseListen`` that ends a
-response, on ``OutputAudioCleared``, on a cancelled ``ResponseDone``, on "force listen" and on
-stop. Model work never runs here: the session and the engine's stage threads do it.
+
+=====================  ==================================================================
+event                  effect here
+=====================  ==================================================================
+AudioDelta             audio queued in a :class:`~app.ui.playback.Playback` backlog that
+                       :meth:`OmniHandler.emit` releases in real time (short lead)
+TranscriptDelta        caption text attached to its audio, shown when that audio starts
+TextDelta              caption shown at once (text-only replies)
+InputTranscription     the user's caption
+SpeechStopped          starts the first-audio clock (metric)
+SpeechStarted          with "interrupt as soon as I speak": drop queued speech now (a reply
+                       the session already finished may still be playing here)
+ResponseListen         with a ``response_id`` (the model ended a reply): drop its audio;
+                       without one: drop audio of replies that did not complete normally
+                       (a completed reply keeps playing: the session sends audio ahead)
+OutputAudioCleared     drop everything queued
+ResponseDone           cancelled: drop its audio; completed: count the turn
+PlaybackAcknowledged   a cut-off reply's caption shows what was heard
+UnitMetrics            per-unit compute, context used / max, text the camera was read as
+ErrorEvent             status line
+SessionClosed          drop output, status line
+=====================  ==================================================================
+
+"Drop" is :meth:`OmniHandler.flush_output`: the backlog, FastRTC's ``clear_queue()`` (the lead
+already handed over) and a ``playback.ack`` with ``truncate`` for what was heard. "Force
+listen" = flush + ``CancelResponse(type="barge_in")``. Model work never runs here: the session
+and the engine's stage threads do it.
 """
 
 from __future__ import annotations
@@ -30,7 +51,12 @@ from fastrtc.utils import get_current_context
 from app.backend import commands as C
 from app.backend import events as E
 from app.backend.sessions import CapacityExhausted
-from app.constants import FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ, OUTPUT_SAMPLE_RATE_HZ, ms_to_samples
+from app.constants import (
+    FIRST_UNIT_EXTRA_MS,
+    INPUT_SAMPLE_RATE_HZ,
+    OUTPUT_SAMPLE_RATE_HZ,
+    ms_to_samples,
+)
 from app.media import PcmStreamResampler, fit_within, resample
 from app.ui.frames import UnitFrames
 from app.ui.playback import Playback
@@ -42,7 +68,7 @@ log = logging.getLogger(__name__)
 MIC_RATE_HZ = 48_000
 """Rate FastRTC delivers mic audio at (Opus native rate); resampled here to 16 kHz."""
 
-APPEND_MS = 80
+APPEND_MS = 40
 """Mic audio gathered per ``AppendArrays``, ms."""
 
 VIDEO_FPS = 10
@@ -163,8 +189,10 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         if self.page_outputs and self.args_timeout_s > 0:
             try:
                 await asyncio.wait_for(self.wait_for_args(), self.args_timeout_s)
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 log.info("webrtc %s: page inputs did not arrive; using defaults", self.webrtc_id)
+        if self._closed:  # the peer left while we waited
+            return
         self.settings = parse_args(self.latest_args, self.defaults)
         self._args_seen = self.latest_args
         self.frames.set_stack(self.settings.stack_frames)
@@ -179,7 +207,12 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                                "Please try again in a minute.")
             return
         caps = self.engine.capabilities()
-        update = self.settings.session_update(voice_cloning=bool(caps.get("supports_voice_cloning")), first=True)
+        # (reads and re-encodes an uploaded reference voice, if any: off the event loop)
+        update = await asyncio.to_thread(self.settings.session_update,
+                                         voice_cloning=bool(caps.get("supports_voice_cloning")), first=True)
+        if self._closed:
+            self._close_session()
+            return
         self.session.submit(C.SessionUpdate(type="session.update", session=update))
         self.view.set_status("Connected. Listening…", "ok")
         self._last_audio_at = time.monotonic()
@@ -240,7 +273,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         """
         try:
             self._receive(frame)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any bug here must not end the peer's input loop
             self._fault("mic input")
 
     def _fault(self, where: str) -> None:
@@ -301,7 +334,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             self._echo_src = frame
             rgb = np.ascontiguousarray(frame[:, :, ::-1])
             self.frames.add(rgb, time.monotonic())
-        except Exception:
+        except Exception:  # noqa: BLE001 - any bug here must not end the peer's video loop
             self._fault("camera input")
 
     async def video_emit(self) -> np.ndarray:
@@ -341,7 +374,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), max(wait, 0.005))
-            except (asyncio.TimeoutError, TimeoutError):
+            except TimeoutError:
                 pass
 
     def _on_released(self, rel: Any, now: float) -> None:
@@ -399,7 +432,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             while True:
                 try:
                     ev = await asyncio.wait_for(s.next_event(), 1.0)
-                except (asyncio.TimeoutError, TimeoutError):
+                except TimeoutError:
                     if time.monotonic() - self._last_audio_at > INPUT_STALL_S:
                         log.info("webrtc %s: no audio for %.0f s; closing", self.webrtc_id, INPUT_STALL_S)
                         self._close_session()
@@ -472,6 +505,13 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                 v.set_status("Listening…", "ok")
         elif isinstance(ev, E.OutputAudioCleared):
             self.flush_output(None)
+        elif isinstance(ev, E.PlaybackAcknowledged):
+            heard = ev.history_committed.strip()
+            if ev.truncate and heard:  # show what the user actually heard of a cut-off reply
+                for line in v.lines:
+                    if line.key == ev.response_id and line.role == "assistant" and len(heard) < len(line.text):
+                        line.text = heard + "…"
+                        v.touch()
         elif isinstance(ev, E.UnitMetrics):
             since = self._user_speaking_since
             if since is not None and self.settings.overlap_policy == "listen_only" and self.playback.is_playing(now) \

@@ -23,17 +23,17 @@ from typing import Any
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
-import gradio as gr  # noqa: E402
-from fastapi import FastAPI  # noqa: E402
-from fastrtc import Stream, WebRTC  # noqa: E402
+import gradio as gr
+from fastapi import FastAPI
+from fastrtc import Stream, WebRTC
 
-from app.constants import DEFAULT_INSTRUCTIONS  # noqa: E402
-from app.ui.chat_tab import build_chat_tab  # noqa: E402
-from app.ui.frames import MAX_STACK  # noqa: E402
-from app.ui.handler import HandlerRegistry, OmniHandler  # noqa: E402
-from app.ui.routes import install_routes  # noqa: E402
-from app.ui.settings import OVERLAP_CHOICES, UISettings  # noqa: E402
-from app.ui.view import ConversationView, render_captions, render_metrics, render_status  # noqa: E402
+from app.constants import DEFAULT_INSTRUCTIONS
+from app.ui.chat_tab import build_chat_tab
+from app.ui.frames import MAX_STACK
+from app.ui.handler import HandlerRegistry, OmniHandler
+from app.ui.routes import install_routes
+from app.ui.settings import OVERLAP_CHOICES, UISettings
+from app.ui.view import ConversationView, render_captions, render_metrics, render_status
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ def _load_updates(engine: Any) -> tuple[Any, Any, Any, Any]:
     """Per-page-load updates that depend on the loaded family (capability flags, not names)."""
     try:
         caps = engine.capabilities()
-    except Exception:  # family not loaded yet
+    except Exception:  # noqa: BLE001 - family not loaded yet: show what is known
         caps = {}
     cloning = bool(caps.get("supports_voice_cloning"))
     if cloning:

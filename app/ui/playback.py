@@ -59,7 +59,7 @@ class Playback:
     def __init__(self, rate_hz: int, *, lead_s: float = LEAD_S, slice_s: float = SLICE_S) -> None:
         self.rate_hz = rate_hz
         self.lead_s = lead_s
-        self._slice = max(1, int(round(slice_s * rate_hz)))
+        self._slice = max(1, round(slice_s * rate_hz))
         self._segments: deque[_Segment] = deque()
         self._play_end = 0.0  # monotonic time at which the audio released so far has played out
         self.played_ms: dict[str, float] = {}
@@ -98,11 +98,11 @@ class Playback:
         return {s.response_id for s in self._segments if s.pos < s.audio.size}
 
     def playing_until(self) -> float:
-        """Monotonic time at which the released audio will have played out."""
+        """Monotonic time at which the released speech will have played out."""
         return self._play_end
 
     def is_playing(self, now: float) -> bool:
-        """True while released audio is still playing (or more is waiting)."""
+        """True while released speech is still playing (or more is waiting)."""
         return now < self._play_end or self.has_audio()
 
     # ------------------------------------------------------------------ output

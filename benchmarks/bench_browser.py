@@ -1,0 +1,250 @@
+"""Browser benchmark: ear-to-ear latency and barge-in, measured inside a real Chromium page.
+
+What is measured (Playwright + Debian Chromium, headless, fake devices; the app's page at ``/``):
+
+* **(a) Ear-to-ear latency**: the mic is scripted (``e2e/hooks.js``: a WebAudio source feeds the
+  page's ``getUserMedia`` track, so every utterance starts at a known page time). For each of N
+  questions (a new one after the previous answer has finished playing): from the end of the
+  question's speech (the clip's last sample above -34 dBFS RMS in 10 ms frames) to the first
+  50 ms poll at which the assistant's audio, measured in the page (``AnalyserNode`` RMS of the
+  remote WebRTC track), is above 0.01. Reported: p50 (and the server-side first-audio figure the
+  page shows, from the session's ``speech_stopped`` to the first audio delta).
+* **(b) Barge-in**: a question; 0.8 s after the answer becomes audible in the page, a second
+  utterance ("Wait, stop. What is two plus two?"). From the onset of that utterance's speech to
+  the start of a >= 600 ms stretch of silence in the page. Samples where the assistant was not
+  audible at the onset (it had finished by itself) are kept in the JSON and left out. Reported:
+  p95 (and p50).
+
+The server is ``python -m app serve`` as a subprocess (default ``configs/tiny.yaml``, bound to
+0.0.0.0 because WebRTC needs a non-loopback ICE candidate; the page is opened on 127.0.0.1).
+Everything runs on this machine: Chromium competes with the models for the CPU, as a user's
+browser would on a one-box setup. Writes ``benchmarks/results/browser.json`` and prints a
+markdown table.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_browser.py            # N=5 + 5, ~3 min on 2 cores
+    .venv/bin/python benchmarks/bench_browser.py --n 2 --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import (
+    ServerProcess,
+    base_result,
+    metric,
+    now_iso,
+    summarize,
+    write_result,
+)
+from e2e.driver import (
+    CHROMIUM,
+    RMS_THRESHOLD,
+    SILENCE_HOLD_MS,
+    OmniPage,
+    audible_between,
+    first_rise,
+    launch,
+    silence_from,
+    wait_until,
+)
+from e2e.media import speech_span, speech_wav
+
+QUESTIONS = (
+    "What is the capital of France?",
+    "What do you know about the sun?",
+    "Tell me about elephants.",
+    "Why is the sky blue?",
+    "What is the capital of Italy?",
+)
+"""Latency questions (cycled); short answers from the tiny family."""
+
+LONG_QUESTION = "What do you know about the sun?"
+INTERRUPTION = "Wait, stop. What is two plus two?"
+INTERRUPT_AFTER_MS = 800.0
+ANSWER_TIMEOUT_S = 60.0
+SETTLE_SILENCE_MS = 1500.0
+"""Between turns: wait until the page has been silent this long (the previous answer is over)."""
+
+TARGETS = {"ear_to_ear_p50_ms": 2000.0, "barge_in_p95_ms": 1000.0}
+"""Informational targets for the page (the lead sets the official ones in BENCHMARKS.md)."""
+
+
+def _settle(tab: OmniPage, timeout_s: float = 60.0) -> None:
+    """Wait until nothing plays and the page has been silent for :data:`SETTLE_SILENCE_MS`."""
+    def quiet() -> bool:
+        st = tab.state() or {}
+        if st.get("playing"):
+            return False
+        now = tab.now_ms()
+        return not audible_between(tab.rms(), now - SETTLE_SILENCE_MS, now)
+    wait_until(quiet, timeout_s, every_s=0.3, what="the page to go quiet")
+
+
+def _latency_turn(tab: OmniPage, clip: Path) -> dict[str, Any]:
+    span = speech_span(clip)
+    start, _ = tab.say(clip)
+    speech_end = start + span[1] * 1000.0
+    t0 = time.monotonic()
+    rise = None
+    while time.monotonic() - t0 < ANSWER_TIMEOUT_S:
+        rise = first_rise(tab.rms(), speech_end)
+        if rise is not None:
+            break
+        time.sleep(0.1)
+    sample: dict[str, Any] = {"speech_s": round(span[1] - span[0], 3),
+                              "ear_to_ear_ms": None if rise is None else round(rise - speech_end, 1)}
+    st = tab.state() or {}
+    m = st.get("metrics") or {}
+    sample["server_first_audio_ms"] = m.get("first_audio_ms")
+    sample["server_first_audio_from_speech_end_ms"] = m.get("first_audio_from_speech_end_ms")
+    caps = [c for c in st.get("captions", []) if c["role"] == "user"]
+    sample["heard"] = caps[-1]["text"] if caps else None
+    return sample
+
+
+def _barge_turn(tab: OmniPage, long_clip: Path, interrupt_clip: Path) -> dict[str, Any]:
+    start, _ = tab.say(long_clip)
+    rise = wait_until(lambda: first_rise(tab.rms(), start), ANSWER_TIMEOUT_S, what="the answer's audio")
+    tab.sleep_until(rise + INTERRUPT_AFTER_MS)
+    start2, _ = tab.say(interrupt_clip)
+    onset = start2 + speech_span(interrupt_clip)[0] * 1000.0
+    silent = wait_until(lambda: silence_from(tab.rms(), onset), 15, what="silence after the barge-in")
+    speaking = audible_between(tab.rms(), onset - 300, onset)
+    return {"barge_in_ms": round(silent - onset, 1), "assistant_audible_at_onset": speaking,
+            "answer_rise_after_question_start_ms": round(rise - start, 1)}
+
+
+def run(n: int, quick: bool) -> dict[str, Any]:
+    from playwright.sync_api import sync_playwright
+
+    result = base_result("browser", "Browser (WebRTC page): ear-to-ear latency and barge-in", "UI", quick=quick)
+    media = Path(tempfile.mkdtemp(prefix="omni-bench-browser-"))
+    clips = [speech_wav(q, media / f"q{i}.wav", lead_s=0.2, tail_s=0.3) for i, q in enumerate(QUESTIONS)]
+    long_clip = speech_wav(LONG_QUESTION, media / "long.wav", lead_s=0.2, tail_s=0.3)
+    interrupt_clip = speech_wav(INTERRUPTION, media / "interrupt.wav", lead_s=0.2, tail_s=0.3)
+
+    srv = ServerProcess()
+    srv.args = [a for a in srv.args if a != "--no-ui"]
+    srv.args[srv.args.index("--host") + 1] = "0.0.0.0"
+    t0 = time.monotonic()
+    ready_s = srv.start()
+    latency: list[dict[str, Any]] = []
+    barge: list[dict[str, Any]] = []
+    try:
+        with sync_playwright() as pw:
+            browser = launch(pw)
+            chromium_version = browser.version
+            tab = OmniPage(browser, srv.base_url, scripted_mic=True).open()
+            tab.start(camera=False)
+            tab.wait_session(60)
+            tab.sleep_until(tab.now_ms() + 1500)
+            # warm-up turn (first model calls are slower), not counted
+            warm = _latency_turn(tab, clips[0])
+            _settle(tab)
+            for i in range(n):
+                s = _latency_turn(tab, clips[i % len(clips)])
+                s["question"] = QUESTIONS[i % len(QUESTIONS)]
+                latency.append(s)
+                print(f"latency {i + 1}/{n}: {s['ear_to_ear_ms']} ms (heard: {s['heard']!r})", flush=True)
+                _settle(tab)
+            for i in range(n):
+                b = _barge_turn(tab, long_clip, interrupt_clip)
+                barge.append(b)
+                print(f"barge-in {i + 1}/{n}: {b['barge_in_ms']} ms (speaking at onset: "
+                      f"{b['assistant_audible_at_onset']})", flush=True)
+                _settle(tab, 90)
+            tab.stop()
+            browser.close()
+    finally:
+        srv.stop()
+
+    e2e = summarize(s["ear_to_ear_ms"] for s in latency)
+    srv_first = summarize(s["server_first_audio_ms"] for s in latency)
+    bi = summarize(b["barge_in_ms"] for b in barge if b["assistant_audible_at_onset"])
+    result.update({
+        "finished_at": now_iso(),
+        "wall_s": round(time.monotonic() - t0, 1),
+        "reproduce": ".venv/bin/python benchmarks/bench_browser.py",
+        "setup": {
+            "server": srv.command,
+            "server_ready_s": round(ready_s, 2),
+            "browser": f"{CHROMIUM} {chromium_version} headless, fake devices, scripted mic (WebAudio)",
+            "page_mode": "mic only (audio), overlap policy 'Interrupt as soon as I speak' (page default)",
+            "rms_threshold": RMS_THRESHOLD,
+            "silence_hold_ms": SILENCE_HOLD_MS,
+            "poll_ms": 50,
+            "interrupt_after_ms": INTERRUPT_AFTER_MS,
+            "questions": list(QUESTIONS),
+            "long_question": LONG_QUESTION,
+            "interruption": INTERRUPTION,
+            "tts_for_inputs": "Piper en_US-joe-medium (phonemes by espeak-ng) -> sox 48 kHz",
+        },
+        "warmup": warm,
+        "ear_to_ear": {"samples": latency, "summary_ms": e2e, "server_first_audio_summary_ms": srv_first,
+                       "missing": sum(1 for s in latency if s["ear_to_ear_ms"] is None)},
+        "barge_in": {"samples": barge, "summary_ms": bi,
+                     "excluded_not_speaking": sum(1 for b in barge if not b["assistant_audible_at_onset"])},
+        "metrics": [
+            metric("browser_e2e_p50", "Ear-to-ear latency (end of question -> audible answer in the page), p50",
+                   e2e["p50"], "ms", "<=", TARGETS["ear_to_ear_p50_ms"], n=e2e["n"]),
+            metric("browser_barge_p95", "Barge-in (user onset -> silence in the page), p95",
+                   bi["p95"], "ms", "<=", TARGETS["barge_in_p95_ms"], n=bi["n"]),
+        ],
+        "notes": [
+            ("Latency includes the server's VAD end-of-turn silence (turn_policy.end_of_turn_silence_ms), "
+             "the unit boundary wait, ASR + LLM + Talker + Code2Wav of the first segment, WebRTC transport, "
+             "the browser jitter buffer and the 50 ms RMS poll."),
+            ("Barge-in includes the VAD's min_speech_ms before speech_started, mic append batching (40 ms), "
+             "WebRTC transport, the flush of queued speech, the browser jitter buffer and the RMS window (43 ms)."),
+        ],
+    })
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The summary table the lead pastes into BENCHMARKS.md."""
+    e, b = result["ear_to_ear"]["summary_ms"], result["barge_in"]["summary_ms"]
+    s = result["ear_to_ear"]["server_first_audio_summary_ms"]
+
+    def f(v: Any) -> str:
+        return "–" if v is None else f"{v:.0f}"
+
+    rows = [
+        "| Browser (WebRTC page, Chromium headless, 2 cores shared) | N | p50 ms | p95 ms | min | max |",
+        "|---|---|---|---|---|---|",
+        (f"| Ear-to-ear: end of question -> audible answer | {e['n']} | {f(e['p50'])} | {f(e['p95'])} | "
+         f"{f(e['min'])} | {f(e['max'])} |"),
+        (f"| (server side: speech_stopped -> first audio delta) | {s['n']} | {f(s['p50'])} | {f(s['p95'])} | "
+         f"{f(s['min'])} | {f(s['max'])} |"),
+        (f"| Barge-in: user onset -> silence in the page | {b['n']} | {f(b['p50'])} | {f(b['p95'])} | "
+         f"{f(b['min'])} | {f(b['max'])} |"),
+    ]
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=5, help="turns per part (default 5)")
+    ap.add_argument("--quick", action="store_true", help="mark the result as a sanity run")
+    args = ap.parse_args(argv)
+    result = run(max(1, args.n), args.quick)
+    path = write_result("browser", result)
+    print(markdown(result))
+    print(f"\nwrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

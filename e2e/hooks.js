@@ -1,0 +1,108 @@
+// Playwright init script: measure the assistant's audio in the page, and optionally replace the
+// microphone with a scripted one for exact speech timing.
+//
+//  window.__rms      [[t_ms, rms], ...]   remote (assistant) audio, every 50 ms (performance.now())
+//  window.__micRms   [[t_ms, rms], ...]   what the page sends as mic audio
+//  window.__say(b64wav, label) -> Promise<{start, end}>   (scripted mic only) play a clip into the mic
+//  window.__E2E = {scriptedMic: true}     set by another init script BEFORE this one to enable it
+(() => {
+  const POLL_MS = 50;
+  window.__rms = [];
+  window.__micRms = [];
+  window.__remoteTracks = 0;
+  let ctx = null;
+  function audioCtx() {
+    if (!ctx) ctx = new AudioContext();
+    if (ctx.state !== "running") ctx.resume();
+    return ctx;
+  }
+  function meter(track, sink) {
+    const c = audioCtx();
+    const src = c.createMediaStreamSource(new MediaStream([track]));
+    const an = c.createAnalyser();
+    an.fftSize = 2048;
+    src.connect(an);
+    const buf = new Float32Array(an.fftSize);
+    const keep = [src, an];
+    window.__keep = (window.__keep || []).concat(keep);
+    setInterval(() => {
+      an.getFloatTimeDomainData(buf);
+      let s = 0;
+      for (let i = 0; i < buf.length; i++) s += buf[i] * buf[i];
+      sink.push([performance.now(), Math.sqrt(s / buf.length)]);
+      if (sink.length > 20000) sink.splice(0, 5000);
+    }, POLL_MS);
+  }
+  const Orig = window.RTCPeerConnection;
+  function Hooked(...args) {
+    const pc = new Orig(...args);
+    pc.addEventListener("track", (ev) => {
+      if (ev.track.kind !== "audio") return;
+      window.__remoteTracks += 1;
+      // a muted media element keeps older Chromium pulling the track
+      const el = document.createElement("audio");
+      el.muted = true;
+      el.srcObject = new MediaStream([ev.track]);
+      el.play().catch(() => {});
+      window.__keep = (window.__keep || []).concat([el]);
+      meter(ev.track, window.__rms);
+    });
+    (window.__pcs = window.__pcs || []).push(pc);
+    return pc;
+  }
+  Hooked.prototype = Orig.prototype;
+  Object.setPrototypeOf(Hooked, Orig);
+  window.RTCPeerConnection = Hooked;
+
+  const md = navigator.mediaDevices;
+  const origGum = md.getUserMedia.bind(md);
+  const cfg = window.__E2E || {};
+  let scriptedDest = null;
+  function micDest() {
+    // A destination node with an always-running, inaudible source: without an active source
+    // Chromium stops feeding the track and WebRTC stops sending mic frames between clips.
+    if (scriptedDest) return scriptedDest;
+    const c = audioCtx();
+    scriptedDest = c.createMediaStreamDestination();
+    const noise = c.createBuffer(1, c.sampleRate, c.sampleRate);
+    const d = noise.getChannelData(0);
+    for (let i = 0; i < d.length; i++) d[i] = (Math.random() * 2 - 1) * 1e-4;
+    const bed = c.createBufferSource();
+    bed.buffer = noise;
+    bed.loop = true;
+    bed.connect(scriptedDest);
+    bed.start();
+    window.__keep = (window.__keep || []).concat([bed]);
+    meter(scriptedDest.stream.getAudioTracks()[0], window.__micRms);
+    return scriptedDest;
+  }
+  md.getUserMedia = async function (constraints) {
+    if (!cfg.scriptedMic || !constraints || !constraints.audio) {
+      const s = await origGum(constraints);
+      const a = s.getAudioTracks()[0];
+      if (a && !window.__micMetered) { window.__micMetered = true; meter(a, window.__micRms); }
+      return s;
+    }
+    const tracks = [micDest().stream.getAudioTracks()[0].clone()];
+    if (constraints.video) {
+      const v = await origGum({ video: constraints.video });
+      tracks.push(...v.getVideoTracks());
+    }
+    return new MediaStream(tracks);
+  };
+  window.__say = async function (b64) {
+    const c = audioCtx();
+    const dest = micDest();
+    const bytes = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
+    const buf = await c.decodeAudioData(bytes.buffer);
+    const node = c.createBufferSource();
+    node.buffer = buf;
+    node.connect(dest);
+    const lead = 0.05;
+    const at = c.currentTime + lead;
+    const start = performance.now() + lead * 1000;
+    node.start(at);
+    window.__keep = (window.__keep || []).concat([node]);
+    return { start: start, end: start + buf.duration * 1000 };
+  };
+})();

@@ -1,0 +1,88 @@
+"""(c) Barge-in: the user starts talking while the assistant speaks -> the page goes silent fast,
+and the new question is answered.
+
+The mic is scripted (``window.__say`` in :file:`hooks.js`) rather than a fixed WAV: the second
+utterance must start while the assistant is audibly speaking, and the tiny models' answer time
+varies from run to run, so the test waits for the assistant's audio to rise in the page and
+then speaks ~0.8 s later. Times are the page clock; remote audio is measured in-page.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from e2e.driver import (
+    RMS_THRESHOLD,
+    OmniPage,
+    audible_between,
+    first_rise,
+    launch,
+    silence_from,
+    wait_until,
+)
+from e2e.media import speech_span
+
+pytestmark = pytest.mark.e2e
+
+BARGE_IN_LIMIT_MS = 1500.0
+"""The assistant must be silent within this long after the user starts talking over it."""
+
+INTERRUPT_AFTER_MS = 800.0
+"""The second utterance starts this long after the assistant's audio became audible."""
+
+
+def test_barge_in_silences_the_assistant_and_answers_the_new_question(ui_server, pw, clips, artifacts):
+    browser = launch(pw)
+    try:
+        tab = OmniPage(browser, ui_server.base_url, scripted_mic=True).open()
+        tab.start(camera=False)
+        tab.wait_session()
+        tab.sleep_until(tab.now_ms() + 1500)
+
+        start1, _ = tab.say(clips["long"])
+        rise = wait_until(lambda: first_rise(tab.rms(), start1), 60, what="the first answer's audio")
+        tab.sleep_until(rise + INTERRUPT_AFTER_MS)
+        start2, end2 = tab.say(clips["interrupt"])
+        onset = start2 + speech_span(clips["interrupt"])[0] * 1000.0
+
+        silent = wait_until(lambda: silence_from(tab.rms(), onset), 10, what="silence after the barge-in")
+        rms = tab.rms()
+        barge_ms = silent - onset
+        tab.screenshot(artifacts / "c_barge_in.png")
+        # the assistant was really speaking when the user cut in (not a natural end)
+        assert audible_between(rms, onset - 300, onset), "assistant was not speaking at the barge-in onset"
+        assert barge_ms <= BARGE_IN_LIMIT_MS, f"assistant still audible {barge_ms:.0f} ms after the user cut in"
+
+        # the interrupted reply is marked, and the new question gets its own answer
+        wait_until(lambda: any("interrupted" in c for c in tab.captions("assistant")), 10, what="interrupted mark")
+        answer = tab.wait_caption("assistant", lambda c: "4" in c or "four" in c.lower(), 60)
+        assert answer
+        wait_until(lambda: first_rise(tab.rms(), end2, RMS_THRESHOLD), 30, what="the second answer's audio")
+        tab.screenshot(artifacts / "c_barge_in_answered.png")
+        print(f"barge-in: silent {barge_ms:.0f} ms after the user's onset")
+        tab.stop()
+    finally:
+        browser.close()
+
+
+def test_force_listen_route_silences_the_assistant(ui_server, pw, clips):
+    browser = launch(pw)
+    try:
+        tab = OmniPage(browser, ui_server.base_url, scripted_mic=True).open()
+        tab.start(camera=False)
+        tab.wait_session()
+        tab.sleep_until(tab.now_ms() + 1500)
+        start, _ = tab.say(clips["long"])
+        rise = wait_until(lambda: first_rise(tab.rms(), start), 60, what="the answer's audio")
+        tab.sleep_until(rise + 500)
+        t_click = tab.now_ms()
+        r = httpx.post(f"{ui_server.base_url}/webrtc/force_listen", json={"webrtc_id": tab.webrtc_id()}, timeout=10)
+        assert r.status_code == 200 and r.json()["ok"] is True
+        silent = wait_until(lambda: silence_from(tab.rms(), t_click), 10, what="silence after force listen")
+        assert silent - t_click <= 1000.0
+        assert httpx.post(f"{ui_server.base_url}/webrtc/force_listen", json={"webrtc_id": "nope"},
+                          timeout=10).status_code == 404
+        tab.stop()
+    finally:
+        browser.close()

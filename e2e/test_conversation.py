@@ -1,0 +1,81 @@
+"""(b) spoken question -> spoken answer + captions; (d) the camera's printed text is read and used;
+(e) two browsers at once both get answers. Fake mic/camera files, real server, real tiny models."""
+
+from __future__ import annotations
+
+import pytest
+
+from e2e.driver import RMS_THRESHOLD, OmniPage, launch, wait_until
+
+pytestmark = pytest.mark.e2e
+
+ANSWER_TIMEOUT_S = 90.0
+"""The tiny family answers in ~2-10 s on 2 idle cores; Chromium shares those cores, and a busy
+machine stretches that a lot (scale every wait with ``E2E_TIMEOUT_SCALE``)."""
+
+
+def _has_paris(text: str) -> bool:
+    return "paris" in text.lower()
+
+
+def test_spoken_question_gets_spoken_answer_and_captions(ui_server, pw, question_mic, artifacts):
+    browser = launch(pw, audio=question_mic)
+    try:
+        tab = OmniPage(browser, ui_server.base_url).open()
+        tab.start(camera=False)
+        tab.wait_session()
+        user = tab.wait_caption("user", lambda c: "capital" in c.lower(), ANSWER_TIMEOUT_S)
+        answer = tab.wait_caption("assistant", _has_paris, ANSWER_TIMEOUT_S)
+        wait_until(lambda: max((v for _, v in tab.rms()), default=0) > RMS_THRESHOLD, 20, what="audible remote audio")
+        peak = max(v for _, v in tab.rms())
+        wait_until(lambda: tab.text("[data-testid='metric-first-audio']") not in ("", "–"), 10, what="latency metric")
+        tab.screenshot(artifacts / "b_spoken_answer.png")
+        assert "France" in user or "france" in user.lower()
+        assert _has_paris(answer)
+        assert peak > RMS_THRESHOLD
+        assert "ms" in tab.text("[data-testid='metric-first-audio']")
+        assert "/" in tab.text("[data-testid='metric-context']")
+        tab.stop()
+    finally:
+        browser.close()
+
+
+def test_camera_text_is_read_and_used(ui_server, pw, sign_mic, sign_camera, artifacts):
+    browser = launch(pw, audio=sign_mic, video=sign_camera)
+    try:
+        tab = OmniPage(browser, ui_server.base_url).open()
+        tab.start(camera=True)
+        tab.wait_session()
+        seen = wait_until(lambda: (t := tab.text("[data-testid='metric-seen-text']")) and "HOURS" in t.upper() and t,
+                          ANSWER_TIMEOUT_S, what="the camera text in the metrics panel")
+        answer = tab.wait_caption("assistant", lambda c: any(w in c.upper() for w in ("OPEN", "24", "HOURS")),
+                                  ANSWER_TIMEOUT_S)
+        tab.screenshot(artifacts / "d_camera_sign.png")
+        assert "OPEN" in seen.upper()
+        assert any(w in answer.upper() for w in ("OPEN", "24", "HOURS"))
+        tab.stop()
+    finally:
+        browser.close()
+
+
+def test_two_browsers_at_once(ui_server, pw, question_mic, artifacts):
+    browsers = [launch(pw, audio=question_mic) for _ in range(2)]
+    try:
+        tabs = [OmniPage(b, ui_server.base_url).open() for b in browsers]
+        # press Start in both tabs back to back: the two conversations overlap in time
+        for tab in tabs:
+            tab.start(camera=False)
+        ids = [tab.wait_session()["session_id"] for tab in tabs]
+        assert ids[0] != ids[1]
+        answers = [tab.wait_caption("assistant", _has_paris, ANSWER_TIMEOUT_S * 1.5) for tab in tabs]
+        for i, tab in enumerate(tabs):
+            wait_until(lambda t=tab: max((v for _, v in t.rms()), default=0) > RMS_THRESHOLD, 20,
+                       what=f"audio in tab {i}")
+            tab.screenshot(artifacts / f"e_two_browsers_{i}.png")
+        assert all(_has_paris(a) for a in answers)
+        for tab in tabs:
+            tab.stop()
+    finally:
+        for b in browsers:
+            b.close()
+

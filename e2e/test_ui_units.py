@@ -1,0 +1,193 @@
+"""Fast checks of the page's handler logic without a browser or models (a fake session).
+
+Playback pacing and captions, per-unit frames, settings parsing, and the event -> playback /
+captions / flush mapping of :class:`app.ui.handler.OmniHandler`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.backend import commands as C
+from app.backend import events as E
+from app.backend.sessions import CapacityExhausted
+from app.config import load_deploy_config
+from app.ui.frames import UnitFrames
+from app.ui.handler import HandlerRegistry, OmniHandler
+from app.ui.playback import Playback
+from app.ui.settings import UISettings, parse_args
+from app.ui.view import ConversationView, render_captions, render_metrics
+
+RATE = 24_000
+
+
+# ----------------------------------------------------------------------------- playback
+def test_playback_releases_in_real_time_with_captions():
+    pb = Playback(RATE, lead_s=0.2, slice_s=0.05)
+    pb.push("r1", np.ones(RATE, np.float32))  # 1 s
+    assert pb.attach_text("r1", "Hello there.") is None  # held until its audio starts
+    first = pb.pop_due(100.0)
+    assert first is not None and first.audio.size == int(0.05 * RATE)
+    assert first.captions == [("r1", "Hello there.")] and first.first_of == ["r1"]
+    released = first.audio.size
+    while (rel := pb.pop_due(100.0)) is not None:  # the lead allows ~0.2 s ahead, not more
+        released += rel.audio.size
+    assert 0.2 * RATE <= released <= 0.3 * RATE
+    assert pb.has_audio("r1") and pb.is_playing(100.0)
+    assert pb.clear() == ["r1"] and not pb.has_audio()
+    assert pb.attach_text("r1", "late") == "late"  # nothing queued: show at once
+
+
+def test_playback_text_after_release_is_shown_at_once():
+    pb = Playback(RATE, lead_s=10, slice_s=1.0)
+    pb.push("r1", np.ones(RATE // 2, np.float32))
+    assert pb.pop_due(0.0) is not None
+    assert pb.attach_text("r1", "x") == "x"
+
+
+# ----------------------------------------------------------------------------- frames
+def test_unit_frames_base_and_composite():
+    uf = UnitFrames(1000)
+    assert uf.take_unit() == ()
+    img = np.full((480, 640, 3), 200, np.uint8)
+    uf.add(img, 0.0)
+    (base,) = uf.take_unit()
+    assert max(base.shape[:2]) <= 448
+    uf.set_stack(3)
+    for i in range(6):
+        uf.add(img, i * 0.2)
+    base, comp = uf.take_unit()
+    assert comp.shape == base.shape and comp.dtype == np.uint8
+
+
+# ----------------------------------------------------------------------------- settings / view
+def test_parse_args_reads_page_inputs():
+    d = UISettings()
+    args = ["__webrtc_value__", "abc", "Be brief.", False, 0.5, 32, 3, "Let the model decide at the next unit", None]
+    s = parse_args(args, d)
+    assert (s.instructions, s.speech, s.temperature, s.max_tokens, s.stack_frames, s.overlap_policy) == (
+        "Be brief.", False, 0.5, 32, 3, "listen_only")
+    assert s.session_update(voice_cloning=False, first=True)["modalities"] == ["text"]
+    assert "instructions" not in s.session_update(voice_cloning=False, first=False)
+    assert parse_args(["__webrtc_value__"], d) == d
+
+
+def test_view_renders_escaped_captions_and_metrics():
+    v = ConversationView()
+    v.caption("user", "u1", "<b>hi</b>", append=False)
+    v.caption("assistant", "r1", "Paris", append=True)
+    v.mark_interrupted("r1")
+    html = render_captions(v.snapshot())
+    assert "&lt;b&gt;hi&lt;/b&gt;" in html and "(interrupted)" in html and 'data-testid="caption-assistant"' in html
+    v.first_audio_ms = 1234.4
+    assert ">1234 ms<" in render_metrics(v.snapshot())
+
+
+# ----------------------------------------------------------------------------- handler
+class FakeSession:
+    def __init__(self) -> None:
+        self.id = "duplex-test"
+        self.closed = False
+        self.cmds: list[Any] = []
+        self.events: asyncio.Queue[Any] = asyncio.Queue()
+        self.seen_text = "OPEN 24 HOURS"
+
+    def submit(self, cmd: Any) -> None:
+        self.cmds.append(cmd)
+        if isinstance(cmd, C.CloseSession):
+            self.closed = True
+
+    async def next_event(self) -> Any:
+        return await self.events.get()
+
+
+@pytest.fixture()
+def engine():
+    cfg = load_deploy_config()
+    session = FakeSession()
+    sessions = SimpleNamespace(open=lambda: session, session=session)
+    return SimpleNamespace(config=cfg, sessions=sessions,
+                           capabilities=lambda: {"supports_voice_cloning": False, "supports_vision": True})
+
+
+def _handler(engine) -> OmniHandler:
+    h = OmniHandler(engine, HandlerRegistry(), defaults=UISettings(), page_outputs=True, args_timeout_s=0).copy()
+    h.cleared = 0
+
+    def clear():
+        h.cleared += 1
+
+    h._clear_queue = clear
+    return h
+
+
+async def test_handler_appends_16k_audio_and_unit_frames(engine):
+    h = _handler(engine)
+    await h.start_up()
+    s = engine.sessions.session
+    assert isinstance(s.cmds[0], C.SessionUpdate) and s.cmds[0].session["modalities"] == ["audio", "text"]
+    await h.video_receive(np.zeros((480, 640, 3), np.uint8))
+    for _ in range(60):  # 1.2 s of 48 kHz mic frames, 20 ms each
+        await h.receive((48_000, np.zeros((1, 960), np.int16)))
+    appends = [c for c in s.cmds if isinstance(c, C.AppendArrays)]
+    total = sum(a.audio.size for a in appends)
+    assert 16_000 <= total <= 1.2 * 16_000 and all(a.audio.dtype == np.float32 for a in appends)
+    with_frames = [a for a in appends if a.frames]
+    assert len(with_frames) == 1 and with_frames[0].frames[0].shape[2] == 3  # the append closing unit 0
+    await h.shutdown()
+    assert isinstance(s.cmds[-1], C.CloseSession)
+
+
+async def test_handler_maps_events_to_playback_captions_and_flushes(engine):
+    h = _handler(engine)
+    await h.start_up()
+    s = engine.sessions.session
+    h.on_event(E.SpeechStopped(audio_end_ms=500))
+    h.on_event(E.AudioDelta(response_id="r1", audio=np.full(RATE, 0.1, np.float32), sample_rate_hz=RATE))
+    h.on_event(E.TranscriptDelta(response_id="r1", delta="The capital is Paris."))
+    assert h.view.first_audio_ms is not None
+    out = await h.emit()
+    audio = out[0] if isinstance(out[0], tuple) else out
+    assert audio[0] == RATE and audio[1].size > 0
+    assert any("Paris" in c.text for c in h.view.lines)
+    # a completed response keeps playing through a plain listen decision
+    h.on_event(E.ResponseDone(response_id="r1", status="completed"))
+    h.on_event(E.ResponseListen(response_id=None))
+    assert h.playback.has_audio("r1")
+    # the user starts talking over it -> silence at once, heard part acknowledged
+    h.on_event(E.SpeechStarted(audio_start_ms=900))
+    assert not h.playback.has_audio() and h.cleared >= 1
+    assert any(isinstance(c, C.PlaybackAck) and c.truncate for c in s.cmds)
+    assert h.view.lines[-1].interrupted
+    # soft interrupt of a new response
+    h.on_event(E.AudioDelta(response_id="r2", audio=np.full(RATE, 0.1, np.float32), sample_rate_hz=RATE))
+    h.on_event(E.ResponseListen(response_id="r2", reason="user_overlap"))
+    assert not h.playback.has_audio()
+    # hard clear
+    h.on_event(E.AudioDelta(response_id="r3", audio=np.full(RATE, 0.1, np.float32), sample_rate_hz=RATE))
+    h.on_event(E.OutputAudioCleared(response_id="r3"))
+    assert not h.playback.has_audio()
+    h.on_event(E.UnitMetrics(compute_ms=3.0, context_tokens=10, max_context_tokens=100))
+    assert h.view.seen_text == "OPEN 24 HOURS" and h.view.context_tokens == 10
+    assert h.force_listen() and isinstance(s.cmds[-1], C.CancelResponse) and s.cmds[-1].type == "barge_in"
+
+
+async def test_handler_refuses_when_full(engine):
+    def full():
+        raise CapacityExhausted(1)
+
+    engine.sessions.open = full
+    h = _handler(engine)
+    await h.start_up()
+    assert h.session is None and "Server is full" in h.view.status
+    first = await h.emit()
+    assert first is not None  # the page update with the message
+    h._refused_at -= 10
+    from fastrtc import CloseStream
+
+    assert isinstance(await h.emit(), CloseStream)
