@@ -328,7 +328,7 @@ def _unit_metrics(o: dict[str, Any], kw: dict[str, Any]) -> E.ServerEvent:
     return E.UnitMetrics(**kw, unit_index=_int(o.get("unit_index")), compute_ms=_num(o.get("compute_ms")),
                          context_tokens=_int(o.get("context_tokens")),
                          max_context_tokens=_int(o.get("max_context_tokens")),
-                         decision=_str(o.get("decision"), "listen"))
+                         decision=_str(o.get("decision"), "listen"), seen_text=_str(o.get("seen_text"), ""))
 
 
 _DECODERS: dict[str, Decoder] = {

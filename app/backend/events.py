@@ -515,7 +515,8 @@ class UnitMetrics(ServerEvent):
     """``session.unit_metrics`` (extension): per-unit decision compute time and context use.
 
     ``compute_ms`` is the time the unit's audio spent in the turn policy (VAD + decision); the
-    reply's stage work runs asynchronously and shows in ``/metrics``.
+    reply's stage work runs asynchronously and shows in ``/metrics``. ``seen_text`` is what the
+    Thinker last read in the camera (``""`` when nothing).
 
     Clients that do not know the type ignore it (OpenAI Realtime clients ignore unknown events).
     """
@@ -526,6 +527,7 @@ class UnitMetrics(ServerEvent):
     context_tokens: int = 0
     max_context_tokens: int = 0
     decision: str = "listen"
+    seen_text: str = ""
 
     def body(self) -> dict[str, Any]:
         return {
@@ -535,6 +537,7 @@ class UnitMetrics(ServerEvent):
             "context_tokens": self.context_tokens,
             "max_context_tokens": self.max_context_tokens,
             "decision": self.decision,
+            "seen_text": self.seen_text,
         }
 
 

@@ -476,7 +476,8 @@ class DuplexSession(ReplyFlow):
                         fin.history_index = fin.history_index - 1 if fin.history_index > i else None
             self._emit(E.ItemDeleted(epoch=self.epoch, item_id=item_id))
         self._emit(E.UnitMetrics(epoch=self.epoch, unit_index=k, compute_ms=compute_ms, context_tokens=self._ctx.total,
-                                 max_context_tokens=self._ctx.max_tokens, decision=decision))
+                                 max_context_tokens=self._ctx.max_tokens, decision=decision,
+                                 seen_text=self._seen_text))
         if overflow:
             self._error("context_length_exceeded", f"context of {self._ctx.total} tokens exceeds "
                         f"{self._ctx.max_tokens} and nothing more can be dropped", error_type="server_error")

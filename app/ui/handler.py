@@ -520,9 +520,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             v.unit_compute_ms = float(ev.compute_ms)
             v.context_tokens = int(ev.context_tokens)
             v.max_context_tokens = int(ev.max_context_tokens)
-            seen = _seen_text(self.session)
-            if seen is not None:
-                v.seen_text = seen
+            if ev.seen_text:
+                v.seen_text = ev.seen_text
             v.touch()
         elif isinstance(ev, E.ErrorEvent):
             if ev.code not in _QUIET_ERRORS:
@@ -534,12 +533,3 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             self.session = None
         self._wake.set()
 
-
-def _seen_text(session: Any) -> str | None:
-    """Text the session last read in the camera (public ``seen_text`` if the session offers it)."""
-    if session is None:
-        return None
-    seen = getattr(session, "seen_text", None)
-    if seen is None:
-        seen = getattr(session, "_seen_text", None)  # until DuplexSession exposes it publicly
-    return seen if isinstance(seen, str) else None

@@ -95,7 +95,6 @@ class FakeSession:
         self.closed = False
         self.cmds: list[Any] = []
         self.events: asyncio.Queue[Any] = asyncio.Queue()
-        self.seen_text = "OPEN 24 HOURS"
 
     def submit(self, cmd: Any) -> None:
         self.cmds.append(cmd)
@@ -172,7 +171,7 @@ async def test_handler_maps_events_to_playback_captions_and_flushes(engine):
     h.on_event(E.AudioDelta(response_id="r3", audio=np.full(RATE, 0.1, np.float32), sample_rate_hz=RATE))
     h.on_event(E.OutputAudioCleared(response_id="r3"))
     assert not h.playback.has_audio()
-    h.on_event(E.UnitMetrics(compute_ms=3.0, context_tokens=10, max_context_tokens=100))
+    h.on_event(E.UnitMetrics(compute_ms=3.0, context_tokens=10, max_context_tokens=100, seen_text="OPEN 24 HOURS"))
     assert h.view.seen_text == "OPEN 24 HOURS" and h.view.context_tokens == 10
     assert h.force_listen() and isinstance(s.cmds[-1], C.CancelResponse) and s.cmds[-1].type == "barge_in"
 
