@@ -77,8 +77,9 @@ ANSWER_TIMEOUT_S = 60.0
 SETTLE_SILENCE_MS = 1500.0
 """Between turns: wait until the page has been silent this long (the previous answer is over)."""
 
-TARGETS = {"ear_to_ear_p50_ms": 2000.0, "barge_in_p95_ms": 1000.0}
-"""Informational targets for the page (the lead sets the official ones in BENCHMARKS.md)."""
+TARGETS = {"ear_to_ear_p50_ms": 1500.0, "barge_in_p95_ms": 300.0}
+"""The browser issue's targets on this 2-core machine with ``tiny``: ear-to-ear p50 <= 1.5 s,
+barge-in (onset of the user's speech -> silence in the page) p95 <= 300 ms."""
 
 
 def _settle(tab: OmniPage, timeout_s: float = 60.0) -> None:
