@@ -276,7 +276,7 @@ class TurnPolicyConfig(BaseModel):
     """Speech probability above which a frame counts as speech."""
     end_of_turn_silence_ms: PosInt = 500
     """Silence after speech that ends the user's turn, ms."""
-    speculative_silence_ms: PosInt = 200
+    speculative_silence_ms: PosInt = 150
     """Silence after which the reply is prepared speculatively (shown only at end of turn), ms."""
     min_speech_ms: PosInt = 250
     """Speech needed before a sound counts as the user talking, ms (clicks and short coughs do not)."""
