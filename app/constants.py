@@ -24,6 +24,10 @@ INPUT_SAMPLE_RATE_HZ: Final[int] = 16_000
 OUTPUT_SAMPLE_RATE_HZ: Final[int] = 24_000
 """Rate of model output speech, Hz."""
 
+MIN_INPUT_RATE_HZ: Final[int] = 4_000
+MAX_INPUT_RATE_HZ: Final[int] = 192_000
+"""Sample rates a client may declare for appended audio, Hz (resampled to 16 kHz server-side)."""
+
 UNIT_MS: Final[int] = 1_000
 """Default duplex unit length, ms (vLLM-Omni ``chunk_period_ms``)."""
 

@@ -29,7 +29,7 @@ stamp=.venv/.installed-$( (cat pyproject.toml; echo "dev=$DEV") | sha256sum | cu
 if [ ! -f "$stamp" ]; then
   .venv/bin/pip install -q --upgrade pip
   if [ "$DEV" = 1 ]; then extras='.[tiny,dev]'; else extras='.[tiny]'; fi
-  echo "setup: pip install -e $extras (first time: compiles llama-cpp-python, ~7.5 min)"
+  echo "setup: pip install -e $extras (llama-cpp-python compiles unless pip has its wheel cached: ~7.5 min once)"
   .venv/bin/pip install -q -e "$extras"
   touch "$stamp"
 fi

@@ -124,6 +124,7 @@ class MediaLimits:
     max_video_seconds: float
     max_video_frames: int
     max_messages: int
+    max_text_chars: int
     allowed_local_media_path: str | None
     allow_remote_media: bool
     remote_media_timeout_s: float
@@ -339,6 +340,10 @@ async def build_chat_input(messages: list[ChatMessage], *, limits: MediaLimits, 
         raise bad_request("No text prompt found in messages (no user message)", code="empty_prompt",
                           param="messages")
 
+    text_chars = sum(len(p.text) for _, parts in parsed for p in parts if isinstance(p, TextPart))
+    if text_chars > limits.max_text_chars:
+        raise bad_request(f"The messages hold {text_chars} characters of text, limit {limits.max_text_chars} "
+                          "(the Thinker's context is small)", code="context_length_exceeded", param="messages")
     inp = ChatInput()
     system_texts = [p.text for role, parts in parsed if role in ROLES_SYSTEM for p in parts if isinstance(p, TextPart)]
     if any(t.strip() for t in system_texts):

@@ -6,6 +6,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from app.api.errors import APIError
+
 router = APIRouter()
 
 
@@ -13,6 +15,15 @@ router = APIRouter()
 async def list_models(request: Request) -> dict:
     """The served models (OpenAI ``list`` shape; a remote backend's own list when reachable)."""
     return await request.app.state.engine.models()
+
+
+@router.get("/v1/models/{model_id}")
+async def retrieve_model(model_id: str, request: Request) -> dict:
+    """One served model (OpenAI ``model`` object); 404 with an OpenAI-style body otherwise."""
+    for model in (await request.app.state.engine.models())["data"]:
+        if model["id"] == model_id:
+            return model
+    raise APIError(404, f"The model `{model_id}` does not exist", code="model_not_found", param="model")
 
 
 @router.get("/health")

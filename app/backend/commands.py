@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal, Union
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from app.constants import MAX_INPUT_RATE_HZ, MIN_INPUT_RATE_HZ
+
 
 class ProtocolError(Exception):
     """A client event that cannot be accepted.
@@ -73,7 +75,7 @@ class AudioAppend(_Cmd):
     audio: str
     format: str | None = None
     input_audio_format: str | None = None
-    sample_rate_hz: int | None = Field(default=None, gt=0)
+    sample_rate_hz: int | None = Field(default=None, ge=MIN_INPUT_RATE_HZ, le=MAX_INPUT_RATE_HZ)
     duration_ms: float | None = None
     audio_end_ms: float | None = None
     is_speech: bool | None = None

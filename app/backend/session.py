@@ -198,9 +198,15 @@ class DuplexSession(ReplyFlow):
         ev = cls(epoch=self.epoch, session_id=self.id, reason=reason)
         self._seq += 1
         ev.server_event_seq = self._seq
-        if force:  # make room for the terminal event
+        if force:  # make room for the error and the terminal event: nothing ends silently
             while not self._outbox.empty():
                 self._outbox.get_nowait()
+            self._seq += 1
+            err = E.ErrorEvent(epoch=self.epoch, code=reason, error_type="server_error", server_event_seq=self._seq,
+                               message="the client did not read events fast enough; older events were dropped")
+            self._outbox.put_nowait(err)
+            self._seq += 1
+            ev.server_event_seq = self._seq
         self._outbox.put_nowait(ev) if not self._outbox.full() else None
         self.closed = True
         self.close_reason = reason
@@ -303,7 +309,8 @@ class DuplexSession(ReplyFlow):
         canon = self.settings.input_format if fmt is None else fmt.lower()
         rate = msg.sample_rate_hz or self.settings.input_rate_hz
         try:
-            audio = decode_audio(raw, target_rate=rate, fmt=canon if canon != "audio/pcm" else "pcm16", input_rate=rate)
+            audio = decode_audio(raw, target_rate=rate, fmt=canon if canon != "audio/pcm" else "pcm16", input_rate=rate,
+                                 max_seconds=self.deps.config.limits.max_audio_seconds)
         except MediaError as err:
             raise C.ProtocolError("bad_audio", str(err), event_id=msg.event_id, param="audio") from None
         if rate != INPUT_SAMPLE_RATE_HZ:

@@ -10,7 +10,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.backend.commands import ProtocolError
-from app.constants import DEFAULT_INSTRUCTIONS, INPUT_SAMPLE_RATE_HZ, OUTPUT_SAMPLE_RATE_HZ
+from app.constants import (
+    DEFAULT_INSTRUCTIONS,
+    INPUT_SAMPLE_RATE_HZ,
+    MAX_INPUT_RATE_HZ,
+    MIN_INPUT_RATE_HZ,
+    OUTPUT_SAMPLE_RATE_HZ,
+)
 
 INPUT_FORMATS: dict[str, str] = {
     "pcm16": "pcm16",
@@ -153,7 +159,7 @@ def apply_update(current: SessionSettings, session: dict[str, Any], *, audio_sta
         if canon.startswith("g711") and rate is None:
             rate = G711_RATE_HZ
     if rate is not None:
-        if not isinstance(rate, int) or not 4_000 <= rate <= 192_000:
+        if not isinstance(rate, int) or not MIN_INPUT_RATE_HZ <= rate <= MAX_INPUT_RATE_HZ:
             raise ProtocolError("unsupported_audio_format", f"unsupported input sample rate {rate!r}", param="session.sample_rate_hz")
         changes["input_rate_hz"] = rate
 

@@ -260,6 +260,8 @@ class LimitsConfig(BaseModel):
     max_video_seconds: PosFloat = 60.0
     max_video_frames: PosInt = 64
     max_messages: PosInt = 64
+    max_text_chars: PosInt = 16_000
+    """Text characters a chat request may carry in all its messages (larger => 400)."""
     allowed_local_media_path: Annotated[str, Field(min_length=1)] | None = None
     """Directory ``file://`` media may be read from (vLLM's ``--allowed-local-media-path``); None = none."""
     allow_remote_media: bool = False

@@ -239,6 +239,13 @@ def test_too_many_messages(limited) -> None:
     assert_serves(limited.base_url)
 
 
+def test_text_over_max_text_chars(server) -> None:
+    limit = server.engine.config.limits.max_text_chars
+    msgs = [{"role": "user", "content": "word " * (limit // 5 + 10)}]
+    assert_error(post(server.base_url, {"messages": msgs}), 400, code="context_length_exceeded", param="messages")
+    assert_serves(server.base_url)
+
+
 def test_local_path_outside_allowed_dir(limited, media_dir) -> None:
     outside = media_dir.parent / "outside.png"
     outside.write_bytes(png(10, 10))

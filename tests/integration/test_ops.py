@@ -37,3 +37,10 @@ def test_health_reports_a_dead_stage_worker(make_server):
         "model": srv.engine.config.server.served_model_name,
         "messages": [{"role": "user", "content": "Say hello."}]}, timeout=60)
     assert r.status_code == 500 and r.json()["error"]["type"] == "server_error"
+
+
+def test_retrieve_model(server):
+    name = server.engine.config.server.served_model_name
+    assert httpx.get(f"{server.base_url}/v1/models/{name}").json()["id"] == name
+    r = httpx.get(f"{server.base_url}/v1/models/nope")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"

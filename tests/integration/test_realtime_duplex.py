@@ -280,3 +280,28 @@ async def test_barge_in_on_speech_policy_cancels_at_speech_onset(server, speech_
     assert done["response"]["status"] == "cancelled"
     assert done["response"]["status_details"]["reason"] == "barge_in"
     assert any(e["type"] == "output_audio_buffer.cleared" and e["response_id"] == first for e in ev)
+
+
+async def test_append_rate_and_length_are_bounded(make_server):
+    server = make_server(limits={"max_audio_seconds": 2.0})
+    url = server.ws_url + "/v1/realtime?duplex=1"
+    async with websockets.connect(url, max_size=None) as ws:
+        assert json.loads(await ws.recv())["type"] == "session.created"
+        await ws.send(json.dumps({"type": "input_audio_buffer.append", "sample_rate_hz": 1,
+                                  "audio": base64.b64encode(b"\0\0" * 1600).decode()}))
+        while True:
+            e = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            if e["type"] == "error":
+                break
+        assert e["error"]["code"] == "bad_event" and e["error"]["param"] == "sample_rate_hz"
+        # one append longer than limits.max_audio_seconds: refused, session alive
+        big = b"\0\0" * int(INPUT_SAMPLE_RATE_HZ * 3)
+        await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(big).decode()}))
+        while True:
+            e = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            if e["type"] == "error":
+                break
+        assert e["error"]["code"] == "bad_audio"
+        await ws.send(json.dumps({"type": "session.close"}))
+        while e["type"] != "session.closed":
+            e = json.loads(await asyncio.wait_for(ws.recv(), 10))
