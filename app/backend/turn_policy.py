@@ -5,8 +5,8 @@ State machine over per-window speech probabilities (Silero VAD windows of 32 ms)
 * silence -> speech when the speech windows since the last silence add up to
   ``min_speech_ms`` (a click or a short cough never starts a turn);
 * speech -> ``pause`` after ``speculative_silence_ms`` of non-speech (a reply may be prepared
-  speculatively), ``resumed`` if speech comes back, end of turn after
-  ``end_of_turn_silence_ms`` of continuous non-speech;
+  speculatively), ``resumed`` if ``min_speech_ms`` of speech comes back (shorter blips count
+  as silence), end of turn after ``end_of_turn_silence_ms`` of non-speech;
 * the utterance handed on is the audio from ``pad_ms`` before the speech onset to the
   end of the last speech window, plus ``pad_ms``.
 """
@@ -73,6 +73,7 @@ class VadTurnPolicy(TurnPolicy):
         self._speech_samples = 0
         self._silence_run = 0
         self._paused = False
+        self._resume_run = 0  # speech windows since a pause (a resumption needs min_speech_ms)
 
     def reset(self) -> None:
         """Forget the utterance in progress."""
@@ -118,14 +119,26 @@ class VadTurnPolicy(TurnPolicy):
                     if self._silence_run >= self._eot_samples:
                         self._cand_speech, self._cand_start = 0, None
             else:
-                if speech:
+                if speech and self._paused:
+                    # After a pause, only ``min_speech_ms`` of speech resumes the turn: a breath or a
+                    # click would otherwise throw away the speculative reply (and delay the answer).
+                    self._resume_run += self._win
+                    if self._resume_run >= self._min_speech_samples:
+                        self._paused = False
+                        self._speech_samples += self._resume_run
+                        self._last_speech_end = self._pos
+                        self._silence_run = self._resume_run = 0
+                        signals.append(TurnSignal("resumed", start))
+                    else:
+                        self._silence_run += self._win
+                        if self._silence_run >= self._eot_samples:
+                            signals.append(self._end_turn())
+                elif speech:
                     self._speech_samples += self._win
                     self._last_speech_end = self._pos
                     self._silence_run = 0
-                    if self._paused:
-                        self._paused = False
-                        signals.append(TurnSignal("resumed", start))
                 else:
+                    self._resume_run = 0
                     self._silence_run += self._win
                     if self._silence_run >= self._eot_samples:
                         signals.append(self._end_turn())

@@ -82,3 +82,11 @@ def test_flush_ends_the_turn_now(policy_factory, speech):
     sig = p.flush()
     assert sig is not None and sig.kind == "end_of_turn"
     assert p.flush() is None
+
+
+def test_a_blip_after_the_pause_does_not_resume_the_turn(policy_factory, speech):
+    p = policy_factory()
+    blip = speech[int(0.5 * SR) : int(0.62 * SR)]  # 120 ms of speech: shorter than min_speech_ms
+    sigs = feed(p, np.concatenate([silence(0.3), speech, silence(0.25), blip, silence(1.0)]), step=640)
+    kinds = [s.kind for s in sigs]
+    assert kinds == ["speech_started", "pause", "end_of_turn"], kinds
