@@ -64,6 +64,7 @@ class ReplyFlow:
                 self._emit(E.SpeechStopped(epoch=self.epoch, item_id=item_id,
                                            audio_end_ms=int(sig.at_sample * 1000 / INPUT_SAMPLE_RATE_HZ)))
             return
+        log.debug("session %s: turn signal %s at %d", self.id, sig.kind, sig.at_sample)
         if sig.kind == "resumed":  # the pause was not the end: drop the speculative reply
             if r is not None and not r.confirmed:
                 self._cancel_reply(None)
