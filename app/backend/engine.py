@@ -14,7 +14,7 @@ from typing import Any
 
 from app.backend.metrics import EngineMetrics
 from app.backend.pipeline import Pipeline
-from app.backend.session import SessionDeps
+from app.backend.session import DuplexSession, SessionDeps
 from app.backend.sessions import SessionManager
 from app.backend.stages import ModelFamily
 from app.backend.turn_policy import VadTurnPolicy
@@ -98,7 +98,9 @@ class Engine:
             max_context_tokens=getattr(cfg.duplex_session, "max_context_tokens", None) or caps.max_context_tokens,
             vision=caps.vision,
         )
-        self.sessions = SessionManager(deps, self.metrics)
+        self.sessions = SessionManager(
+            cfg, self.metrics, lambda sid, on_closed: DuplexSession(sid, deps, on_closed=on_closed)
+        )
         self.sessions.start()
         self.started_at = time.time()
         self.load_s = time.perf_counter() - t0

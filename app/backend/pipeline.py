@@ -25,7 +25,12 @@ from typing import Any
 import numpy as np
 
 from app.backend.metrics import EngineMetrics
-from app.backend.stages import Code2WavStream, ModelFamily, SamplingParams, ThinkerPrompt
+from app.backend.stages import (
+    Code2WavStream,
+    ModelFamily,
+    SamplingParams,
+    ThinkerPrompt,
+)
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,13 @@ from app.backend.session_replies import Posted, ReplyFlow
 from app.backend.session_settings import SessionSettings, apply_update
 from app.backend.stages import Turn, TurnPolicy
 from app.constants import FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ, ms_to_samples
-from app.media import MediaError, PcmStreamResampler, decode_audio, decode_base64, decode_image
+from app.media import (
+    MediaError,
+    PcmStreamResampler,
+    decode_audio,
+    decode_base64,
+    decode_image,
+)
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +158,11 @@ class DuplexSession(ReplyFlow):
                 self._inbox.put_nowait(_Expire(reason))
             except asyncio.QueueFull:
                 self._close_now(reason, expired=True)
+
+    async def wait_closed(self) -> None:
+        """Wait until the owner task has ended."""
+        if self._task is not None:
+            await asyncio.wait([self._task])
 
     async def next_event(self) -> E.ServerEvent:
         """The next outgoing event (``SessionClosed``/``SessionExpired`` is the last)."""

@@ -19,7 +19,12 @@ from typing import Any
 import numpy as np
 
 from app.backend import events as E
-from app.backend.pipeline import AudioChunk, RequestCancelled, RequestContext, StageError
+from app.backend.pipeline import (
+    AudioChunk,
+    RequestCancelled,
+    RequestContext,
+    StageError,
+)
 from app.backend.reply import FinishedResponse, Reply
 from app.backend.segmenter import segment_text
 from app.backend.stages import SamplingParams, ThinkerPrompt, Turn, TurnSignal

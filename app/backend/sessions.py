@@ -13,12 +13,16 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from app.backend.metrics import EngineMetrics
-from app.backend.session import DuplexSession, SessionDeps
 
 log = logging.getLogger(__name__)
+
+
+SessionFactory = Callable[[str, Callable[[Any], None]], Any]
+"""``factory(session_id, on_closed) -> session`` (DuplexSession or RemoteSession transport API)."""
 
 
 class CapacityExhausted(Exception):
@@ -32,18 +36,24 @@ class CapacityExhausted(Exception):
 
 
 class SessionManager:
-    """Owns every duplex session of the process.
+    """Owns every duplex session of the process (in-process or proxied to a remote).
 
     Args:
-        deps: shared parts every session gets.
+        config: the deploy config (``duplex_session`` limits).
         metrics: engine metrics (active/refused gauges).
+        factory: builds a session: ``factory(session_id, on_closed)``; the session calls
+            ``on_closed(session)`` once when it has ended (that frees its slot).
+        keep_detached: keep a session whose transport dropped for ``disconnect_grace_s``
+            (True), or end it at once (False: a proxied session, whose resume is not proxied).
     """
 
-    def __init__(self, deps: SessionDeps, metrics: EngineMetrics) -> None:
-        self._deps = deps
-        self._cfg = deps.config.duplex_session
+    def __init__(self, config: Any, metrics: EngineMetrics, factory: SessionFactory, *,
+                 keep_detached: bool = True) -> None:
+        self._cfg = config.duplex_session
         self._metrics = metrics
-        self.sessions: dict[str, DuplexSession] = {}
+        self._factory = factory
+        self._keep_detached = keep_detached
+        self.sessions: dict[str, Any] = {}
         self._reaper: asyncio.Task[None] | None = None
 
     @property
@@ -56,7 +66,7 @@ class SessionManager:
         """Sessions holding a slot."""
         return len(self.sessions)
 
-    def open(self) -> DuplexSession:
+    def open(self) -> Any:
         """Admit and start a new session.
 
         Raises:
@@ -66,18 +76,21 @@ class SessionManager:
             self._metrics.sessions_refused.inc()
             raise CapacityExhausted(self.max_sessions)
         sid = f"duplex-{uuid.uuid4()}"
-        s = DuplexSession(sid, self._deps, on_closed=self._release)
+        s = self._factory(sid, self._release)
         self.sessions[sid] = s
         self._metrics.sessions_active.set(len(self.sessions))
         s.start()
         return s
 
-    def detach(self, session: DuplexSession) -> None:
-        """The transport is gone; the slot is kept for ``disconnect_grace_s``, then reaped."""
-        if not session.closed:
-            session.detached_at = time.monotonic()
+    def detach(self, session: Any) -> None:
+        """The transport is gone: keep the slot for ``disconnect_grace_s`` (then reaped), or end now."""
+        if session.closed:
+            return
+        session.detached_at = time.monotonic()
+        if not self._keep_detached:
+            session.expire("disconnect")
 
-    def _release(self, session: DuplexSession) -> None:
+    def _release(self, session: Any) -> None:
         if self.sessions.pop(session.id, None) is not None:
             self._metrics.sessions_active.set(len(self.sessions))
 
@@ -85,13 +98,15 @@ class SessionManager:
         """Start the reaper."""
         self._reaper = asyncio.get_running_loop().create_task(self._reap_forever(), name="session-reaper")
 
-    async def stop(self) -> None:
-        """Close every session and stop the reaper."""
+    async def stop(self, timeout_s: float = 5.0) -> None:
+        """Expire every session (``server_shutdown``), wait up to ``timeout_s`` for them, stop the reaper."""
         if self._reaper is not None:
             self._reaper.cancel()
-        for s in list(self.sessions.values()):
+        live = list(self.sessions.values())
+        for s in live:
             s.expire("server_shutdown")
-        await asyncio.sleep(0)
+        if live:
+            await asyncio.wait([asyncio.ensure_future(s.wait_closed()) for s in live], timeout=timeout_s)
 
     def reap(self, now: float | None = None) -> list[str]:
         """Expire detached-past-grace and idle sessions; returns the ids expired."""

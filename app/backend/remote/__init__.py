@@ -7,15 +7,19 @@ Public API::
     status, headers, body = await engine.forward_chat(request_json, stream=True)
 
 Modules: :mod:`.engine` (RemoteEngine, make_engine), :mod:`.session` (RemoteSession,
-RemoteSessionManager), :mod:`.links` (WebSocket link), :mod:`.chat` (HTTP forwarding),
+the session manager is app.backend.sessions'), :mod:`.links` (WebSocket link), :mod:`.chat` (HTTP forwarding),
 :mod:`.wire` (commands -> wire JSON, reference voice), :mod:`.inprocess` (vLLM-Omni in-process).
 """
 
 from app.backend.remote.chat import ForwardedResponse
 from app.backend.remote.engine import RemoteEngine, default_capabilities, make_engine
-from app.backend.remote.inprocess import InProcessVllmOmni, missing_vllm_modules, require_vllm_omni
+from app.backend.remote.inprocess import (
+    InProcessVllmOmni,
+    missing_vllm_modules,
+    require_vllm_omni,
+)
 from app.backend.remote.links import LinkUnavailable, WebSocketLink, realtime_url
-from app.backend.remote.session import RemoteSession, RemoteSessionManager
+from app.backend.remote.session import RemoteSession
 
 __all__ = [
     "ForwardedResponse",
@@ -23,7 +27,6 @@ __all__ = [
     "LinkUnavailable",
     "RemoteEngine",
     "RemoteSession",
-    "RemoteSessionManager",
     "WebSocketLink",
     "default_capabilities",
     "make_engine",

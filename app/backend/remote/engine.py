@@ -25,9 +25,15 @@ from app.backend.metrics import EngineMetrics
 from app.backend.remote.chat import ForwardedResponse, error_response, forward_chat
 from app.backend.remote.inprocess import InProcessVllmOmni, require_vllm_omni
 from app.backend.remote.links import Link, LinkUnavailable, WebSocketLink, realtime_url
-from app.backend.remote.session import RemoteSessionManager
+from app.backend.remote.session import GOODBYE_TIMEOUT_S, RemoteSession
 from app.backend.remote.wire import RefAudioError, load_ref_audio
-from app.constants import FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ, OUTPUT_SAMPLE_RATE_HZ, UNIT_MS
+from app.backend.sessions import SessionManager
+from app.constants import (
+    FIRST_UNIT_EXTRA_MS,
+    INPUT_SAMPLE_RATE_HZ,
+    OUTPUT_SAMPLE_RATE_HZ,
+    UNIT_MS,
+)
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +82,7 @@ class RemoteEngine:
 
     Attributes:
         family: always ``None`` (no in-process model family).
-        sessions: the :class:`RemoteSessionManager` once started.
+        sessions: the :class:`SessionManager` of :class:`RemoteSession` once started.
         remote_model: the remote's model name (``remote.model``, else the first id the remote
             lists on ``/v1/models``; ``None`` until known).
         ref_audio: ``remote.ref_audio`` as sent in ``session.update`` (data URL or http URL).
@@ -91,7 +97,7 @@ class RemoteEngine:
         self.remote = config.remote
         self.family = None
         self.metrics = EngineMetrics()
-        self.sessions: RemoteSessionManager | None = None
+        self.sessions: SessionManager | None = None
         self.started_at: float | None = None
         self.load_s: float | None = None
         self.in_process = in_process if in_process is not None or config.remote is not None else InProcessVllmOmni(config)
@@ -135,7 +141,11 @@ class RemoteEngine:
         else:
             assert self.in_process is not None
             await self.in_process.start()
-        self.sessions = RemoteSessionManager(self.config, self, self.metrics)
+        self.sessions = SessionManager(
+            self.config, self.metrics,
+            lambda sid, on_closed: RemoteSession(sid, self, self.config, on_closed=on_closed),
+            keep_detached=False,  # resume is not proxied: a dropped client ends its remote session
+        )
         self.sessions.start()
         self.started_at = time.time()
         self.load_s = time.perf_counter() - t0
@@ -145,7 +155,7 @@ class RemoteEngine:
     async def stop(self) -> None:
         """Close every session (their remote ends too), stop polling, close the HTTP client."""
         if self.sessions is not None:
-            await self.sessions.stop()
+            await self.sessions.stop(timeout_s=GOODBYE_TIMEOUT_S + 1.0)
         if self._poller is not None:
             self._poller.cancel()
         if self._http is not None:

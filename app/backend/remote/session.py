@@ -1,4 +1,4 @@
-"""RemoteSession and RemoteSessionManager: duplex sessions served by a remote vLLM-Omni server.
+"""RemoteSession: a duplex session served by a remote vLLM-Omni server (admitted by app.backend.sessions).
 
 They have the transport API of :class:`app.backend.session.DuplexSession` and
 :class:`app.backend.sessions.SessionManager`, so ``app/api/realtime.py`` and the WebRTC handler
@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from typing import Any, Protocol
 
 from app.backend import commands as C
@@ -41,7 +40,6 @@ from app.backend.event_decoder import EventDecodeError, RawEvent, decode_event
 from app.backend.metrics import EngineMetrics
 from app.backend.remote.links import Link, LinkUnavailable
 from app.backend.remote.wire import AppendEncoder, session_update_wire
-from app.backend.sessions import CapacityExhausted
 from app.media import MediaError
 
 log = logging.getLogger(__name__)
@@ -391,98 +389,3 @@ class RemoteSession:
         session["capabilities"] = self._backend.capabilities()
         self._remote_session = session
         ev.session = session
-
-
-class RemoteSessionManager:
-    """Admission of proxied sessions, mirroring :class:`app.backend.sessions.SessionManager`.
-
-    Local admission uses ``duplex_session.max_sessions`` (refused at once with
-    :class:`CapacityExhausted`); the remote applies its own limit on top, and its refusals reach
-    the client as the remote's ``error`` (see :class:`RemoteSession`).
-
-    Args:
-        config: the deploy config.
-        backend: the engine (see :class:`RemoteBackend`).
-        metrics: engine metrics (active/refused gauges).
-    """
-
-    def __init__(self, config: Any, backend: RemoteBackend, metrics: EngineMetrics) -> None:
-        self._config = config
-        self._cfg = config.duplex_session
-        self._backend = backend
-        self._metrics = metrics
-        self.sessions: dict[str, RemoteSession] = {}
-        self._reaper: asyncio.Task[None] | None = None
-
-    @property
-    def max_sessions(self) -> int:
-        """Slot count (``duplex_session.max_sessions``)."""
-        return int(self._cfg.max_sessions)
-
-    @property
-    def active(self) -> int:
-        """Sessions holding a slot."""
-        return len(self.sessions)
-
-    def open(self) -> RemoteSession:
-        """Admit a session and start connecting it to the remote.
-
-        Raises:
-            CapacityExhausted: every local slot is taken.
-        """
-        if len(self.sessions) >= self.max_sessions:
-            self._metrics.sessions_refused.inc()
-            raise CapacityExhausted(self.max_sessions)
-        sid = f"duplex-{uuid.uuid4()}"
-        s = RemoteSession(sid, self._backend, self._config, on_closed=self._release)
-        self.sessions[sid] = s
-        self._metrics.sessions_active.set(len(self.sessions))
-        s.start()
-        return s
-
-    def detach(self, session: RemoteSession) -> None:
-        """Our client's transport is gone: end the session now (resume is not proxied)."""
-        if not session.closed:
-            session.detached_at = time.monotonic()
-            session.expire("disconnect")
-
-    def _release(self, session: RemoteSession) -> None:
-        if self.sessions.pop(session.id, None) is not None:
-            self._metrics.sessions_active.set(len(self.sessions))
-
-    def start(self) -> None:
-        """Start the idle reaper."""
-        self._reaper = asyncio.get_running_loop().create_task(self._reap_forever(), name="remote-session-reaper")
-
-    async def stop(self, timeout_s: float = GOODBYE_TIMEOUT_S + 1.0) -> None:
-        """Expire every session (``server_shutdown``), wait for their links to close, stop the reaper."""
-        if self._reaper is not None:
-            self._reaper.cancel()
-        live = list(self.sessions.values())
-        for s in live:
-            s.expire("server_shutdown")
-        if live:
-            await asyncio.wait([asyncio.ensure_future(s.wait_closed()) for s in live], timeout=timeout_s)
-
-    def reap(self, now: float | None = None) -> list[str]:
-        """Expire sessions idle for ``idle_ttl_s``; returns the ids expired."""
-        now = time.monotonic() if now is None else now
-        out = []
-        ttl = self._cfg.idle_ttl_s
-        for s in list(self.sessions.values()):
-            if ttl is not None and now - s.last_activity >= ttl:
-                s.expire("idle_ttl_expired")
-                out.append(s.id)
-        return out
-
-    async def _reap_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self._cfg.reaper_interval_s)
-            try:
-                self.reap()
-            except Exception:  # the reaper must survive a bad session
-                log.exception("reaper failed")
-
-    def snapshot(self) -> dict[str, Any]:
-        """Counts for /health."""
-        return {"active": self.active, "max_sessions": self.max_sessions}

@@ -14,7 +14,14 @@ import numpy as np
 
 from app.backend import commands as C
 from app.constants import INPUT_SAMPLE_RATE_HZ, samples_to_ms
-from app.media import MediaError, decode_audio, encode_jpeg, encode_wav, float_to_pcm16, to_data_url
+from app.media import (
+    MediaError,
+    decode_audio,
+    encode_jpeg,
+    encode_wav,
+    float_to_pcm16,
+    to_data_url,
+)
 
 REF_AUDIO_MAX_SECONDS = 30.0
 """Longest reference voice accepted from ``remote.ref_audio``, seconds (MiniCPM-o wants 3-10 s)."""

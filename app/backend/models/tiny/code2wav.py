@@ -32,7 +32,12 @@ import numpy as np
 
 from app.backend.models.tiny.codebook import Codebook
 from app.backend.models.tiny.runtime import DEFAULT_THREADS, ort_session
-from app.backend.models.tiny.voice import DECODER_OUTPUT, LATENT_DIM, SPLIT_TENSOR, PiperSplit
+from app.backend.models.tiny.voice import (
+    DECODER_OUTPUT,
+    LATENT_DIM,
+    SPLIT_TENSOR,
+    PiperSplit,
+)
 from app.backend.stages import Code2Wav, Code2WavStream
 from app.constants import OUTPUT_SAMPLE_RATE_HZ
 
