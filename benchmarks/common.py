@@ -513,31 +513,10 @@ def pcm16_seconds(pcm: bytes) -> float:
 
 
 def detect_speech_start_ms(pcm16: bytes, sample_rate_hz: int = 16_000) -> float | None:
-    """Start of the first speech frame: the mirror of ``app.client.latency.detect_speech_end_ms``.
+    """Start of the first speech frame (``app.client.latency.detect_speech_start_ms``)."""
+    from app.client.latency import detect_speech_start_ms as start
 
-    Same 20 ms frames and thresholds (a frame is speech when its RMS is at least
-    ``max(-45 dBFS, loudest frame - 30 dB)``).
-    """
-    from app.client.latency import (
-        SPEECH_FLOOR_DBFS,
-        SPEECH_FRAME_MS,
-        SPEECH_RELATIVE_DB,
-    )
-
-    samples = np.frombuffer(pcm16[: len(pcm16) // 2 * 2], dtype="<i2").astype(np.float64) / 32768.0
-    frame = int(sample_rate_hz * SPEECH_FRAME_MS / 1000)
-    count = -(-samples.size // frame)
-    if count == 0:
-        return None
-    padded = np.zeros(count * frame)
-    padded[: samples.size] = samples
-    rms = np.sqrt(np.mean(padded.reshape(count, frame) ** 2, axis=1))
-    level = 20.0 * np.log10(np.maximum(rms, 1e-10))
-    threshold = max(SPEECH_FLOOR_DBFS, float(level.max()) - SPEECH_RELATIVE_DB)
-    speech = np.flatnonzero(level >= threshold)
-    if speech.size == 0:
-        return None
-    return int(speech[0]) * frame * 1000.0 / sample_rate_hz
+    return start(pcm16, sample_rate_hz)
 
 
 def round_floats(obj: Any, ndigits: int = 4) -> Any:

@@ -48,20 +48,19 @@ SPEECH_RELATIVE_DB = 30.0
 """A frame more than this many dB below the loudest frame is not speech."""
 
 
-def detect_speech_end_ms(
+def speech_frames(
     pcm16: bytes,
     sample_rate_hz: int = INPUT_SAMPLE_RATE_HZ,
     *,
     frame_ms: int = SPEECH_FRAME_MS,
     floor_dbfs: float = SPEECH_FLOOR_DBFS,
     relative_db: float = SPEECH_RELATIVE_DB,
-) -> float | None:
-    """End of the last speech frame in mono PCM16, by a simple energy threshold.
+) -> tuple[np.ndarray, int, int]:
+    """Which ``frame_ms`` frames of mono PCM16 are speech, by a simple energy threshold.
 
-    The audio is cut into ``frame_ms`` frames; a frame is speech when its RMS level is at least
-    ``max(floor_dbfs, loudest_frame_dbfs - relative_db)``. Returns the end time of the last
-    speech frame (capped at the audio length). Good enough for clean recorded prompts (speech
-    then silence); not a VAD for noisy audio.
+    A frame is speech when its RMS level is at least ``max(floor_dbfs, loudest_frame_dbfs -
+    relative_db)``. Good enough for clean recorded prompts (speech then silence); not a VAD for
+    noisy audio.
 
     Args:
         pcm16: little-endian int16 mono samples.
@@ -71,23 +70,43 @@ def detect_speech_end_ms(
         relative_db: dynamic range below the loudest frame still counted as speech, dB.
 
     Returns:
-        Milliseconds from the start of the audio, or ``None`` when no frame qualifies.
+        ``(indices of speech frames, frame length in samples, number of samples)``.
     """
     samples = np.frombuffer(pcm16[: len(pcm16) // 2 * 2], dtype="<i2").astype(np.float64) / 32768.0
     frame = max(1, int(sample_rate_hz * frame_ms / 1000))
     count = math.ceil(samples.size / frame)
     if count == 0:
-        return None
+        return np.zeros(0, np.int64), frame, 0
     padded = np.zeros(count * frame)
     padded[: samples.size] = samples
     rms = np.sqrt(np.mean(padded.reshape(count, frame) ** 2, axis=1))
     level_db = 20.0 * np.log10(np.maximum(rms, 1e-10))
     threshold = max(floor_dbfs, float(level_db.max()) - relative_db)
-    speech = np.flatnonzero(level_db >= threshold)
+    return np.flatnonzero(level_db >= threshold), frame, samples.size
+
+
+def detect_speech_end_ms(pcm16: bytes, sample_rate_hz: int = INPUT_SAMPLE_RATE_HZ, **kw: float) -> float | None:
+    """End of the last speech frame (see :func:`speech_frames`), capped at the audio length.
+
+    Returns:
+        Milliseconds from the start of the audio, or ``None`` when no frame is speech.
+    """
+    speech, frame, n = speech_frames(pcm16, sample_rate_hz, **kw)  # type: ignore[arg-type]
     if speech.size == 0:
         return None
-    end_sample = min(samples.size, (int(speech[-1]) + 1) * frame)
-    return samples_to_ms(end_sample, sample_rate_hz)
+    return samples_to_ms(min(n, (int(speech[-1]) + 1) * frame), sample_rate_hz)
+
+
+def detect_speech_start_ms(pcm16: bytes, sample_rate_hz: int = INPUT_SAMPLE_RATE_HZ, **kw: float) -> float | None:
+    """Start of the first speech frame (see :func:`speech_frames`).
+
+    Returns:
+        Milliseconds from the start of the audio, or ``None`` when no frame is speech.
+    """
+    speech, frame, _ = speech_frames(pcm16, sample_rate_hz, **kw)  # type: ignore[arg-type]
+    if speech.size == 0:
+        return None
+    return samples_to_ms(int(speech[0]) * frame, sample_rate_hz)
 
 
 def _ms(seconds: float) -> float:
