@@ -193,6 +193,10 @@ class _ResponseEvent(ServerEvent):
         """The assistant item of a response is ``item_<response_id>`` (vLLM-Omni)."""
         return f"item_{self.response_id}"
 
+    def part_ids(self) -> dict[str, Any]:
+        """The ids every content-part event carries (one item, one content part per response)."""
+        return {"response_id": self.response_id, "item_id": self.item_id, "output_index": 0, "content_index": 0}
+
 
 @dataclass
 class ResponseCreated(_ResponseEvent):
@@ -258,10 +262,7 @@ class ContentPart(_ResponseEvent):
 
     def body(self) -> dict[str, Any]:
         return {
-            "response_id": self.response_id,
-            "item_id": self.item_id,
-            "output_index": 0,
-            "content_index": 0,
+            **self.part_ids(),
             "part": {"type": "audio", "transcript": self.transcript},
         }
 
@@ -303,10 +304,7 @@ class AudioDelta(_ResponseEvent):
 
     def body(self) -> dict[str, Any]:
         return {
-            "response_id": self.response_id,
-            "item_id": self.item_id,
-            "output_index": 0,
-            "content_index": 0,
+            **self.part_ids(),
             "delta": base64.b64encode(float_to_pcm16(self.audio)).decode("ascii"),
             "format": "pcm16",
             "sample_rate_hz": self.sample_rate_hz,
@@ -332,10 +330,7 @@ class TranscriptDelta(_ResponseEvent):
 
     def body(self) -> dict[str, Any]:
         return {
-            "response_id": self.response_id,
-            "item_id": self.item_id,
-            "output_index": 0,
-            "content_index": 0,
+            **self.part_ids(),
             "delta": self.delta,
         }
 
@@ -349,10 +344,7 @@ class TextDelta(_ResponseEvent):
 
     def body(self) -> dict[str, Any]:
         return {
-            "response_id": self.response_id,
-            "item_id": self.item_id,
-            "output_index": 0,
-            "content_index": 0,
+            **self.part_ids(),
             "delta": self.delta,
         }
 
@@ -365,8 +357,7 @@ class TextDone(_ResponseEvent):
     text: str = ""
 
     def body(self) -> dict[str, Any]:
-        return {"response_id": self.response_id, "item_id": self.item_id, "output_index": 0, "content_index": 0,
-                "text": self.text}
+        return {**self.part_ids(), "text": self.text}
 
 
 @dataclass
@@ -376,7 +367,7 @@ class AudioDone(_ResponseEvent):
     TYPE: ClassVar[str] = "response.output_audio.done"
 
     def body(self) -> dict[str, Any]:
-        return {"response_id": self.response_id, "item_id": self.item_id, "output_index": 0, "content_index": 0}
+        return self.part_ids()
 
 
 @dataclass
@@ -388,10 +379,7 @@ class TranscriptDone(_ResponseEvent):
 
     def body(self) -> dict[str, Any]:
         return {
-            "response_id": self.response_id,
-            "item_id": self.item_id,
-            "output_index": 0,
-            "content_index": 0,
+            **self.part_ids(),
             "transcript": self.transcript,
         }
 
