@@ -172,7 +172,8 @@ def test_stream_client_disconnect_cancels_the_stages(server, model, slow_talker)
                 break  # the reply text arrived: hang up before any audio
     wait_for_cancelled(server.base_url, before)
     time.sleep(1.2)  # long enough for the Talker to have voiced every other segment
-    assert len(slow_talker) == 1, slow_talker  # only the segment already in the Talker ran
+    # at most the segment already in the Talker ran (none when the hang-up beat its first submit)
+    assert len(slow_talker) <= 1, slow_talker
     assert_serves(server.base_url)
 
 
