@@ -1,0 +1,89 @@
+"""The tiny ASR's short encoder window: same words as Whisper's 30 s window, guarded fallbacks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from app.backend.models.tiny import asr as asr_mod
+from app.backend.models.tiny.asr import WhisperAsr, is_repeated, max_decode_tokens, short_window_s
+from app.constants import INPUT_SAMPLE_RATE_HZ
+from tests.conftest import espeak_wav
+
+QUESTIONS = ("What is the capital of France?", "Wait, stop. What is two plus two?", "Yes.",
+             "Hello, my name is Alice. The weather today is sunny and warm. Please tell me a short story about a cat.")
+
+
+@pytest.mark.parametrize("duration_s", [0.0, 0.4, 1.1, 3.0, 4.99, 5.0, 9.7, 19.9])
+def test_short_window_holds_the_audio_and_the_trailing_silence(duration_s):
+    w = short_window_s(duration_s)
+    assert w is not None and w % asr_mod.WINDOW_STEP_S == 0
+    assert duration_s + asr_mod.TRAILING_SILENCE_S <= w <= asr_mod.MAX_SHORT_WINDOW_S
+    assert w - asr_mod.WINDOW_STEP_S < max(duration_s + asr_mod.TRAILING_SILENCE_S, asr_mod.WINDOW_STEP_S)
+
+
+def test_long_audio_takes_the_30_s_path():
+    assert short_window_s(asr_mod.MAX_SHORT_WINDOW_S - asr_mod.TRAILING_SILENCE_S + 0.01) is None
+    assert short_window_s(60.0) is None
+
+
+@pytest.mark.parametrize("text,repeated", [
+    ("Yes. Yes.", True), ("No, thanks. No, thanks. No,", False), ("no, no, no", True),
+    ("What is 2 plus 2? What is 2 plus 2?", True), ("What is 2 plus 2?", False), ("", False),
+    ("The cat sat on the mat. The cat", False),
+])
+def test_is_repeated(text, repeated):
+    assert is_repeated(text) is repeated
+
+
+def test_max_decode_tokens_grows_with_duration_and_is_capped():
+    assert max_decode_tokens(0.0) == 16
+    assert max_decode_tokens(2.0) < max_decode_tokens(4.0)
+    assert max_decode_tokens(600.0) == 448
+
+
+@pytest.fixture(scope="module")
+def whisper() -> WhisperAsr:
+    return WhisperAsr()
+
+
+@pytest.fixture(scope="module")
+def clips(speech_dir) -> list[np.ndarray]:
+    out = []
+    for i, q in enumerate(QUESTIONS):
+        x, rate = sf.read(espeak_wav(q, speech_dir / f"asr_{i}.wav", lead_s=0.2, tail_s=0.3), dtype="float32")
+        assert rate == INPUT_SAMPLE_RATE_HZ
+        out.append(x)
+    return out
+
+
+def _words(text: str) -> list[str]:
+    return [w.strip(".,!?;:").lower() for w in text.split()]
+
+
+def _full_path(whisper: WhisperAsr, x: np.ndarray, monkeypatch) -> str:
+    with monkeypatch.context() as m:
+        m.setattr(asr_mod, "short_window_s", lambda duration_s: None)
+        return whisper.transcribe(x)
+
+
+@pytest.mark.slow
+def test_short_window_gives_the_30_s_windows_words(whisper, clips, monkeypatch):
+    short = [whisper.transcribe(x) for x in clips]
+    full = [_full_path(whisper, x, monkeypatch) for x in clips]
+    assert [_words(t) for t in short] == [_words(t) for t in full]
+    assert "france" in short[0].lower() and "alice" in short[3].lower()
+
+
+@pytest.mark.slow
+def test_a_suspect_short_decode_is_redone_on_the_30_s_path(whisper, clips, monkeypatch):
+    expected = _full_path(whisper, clips[0], monkeypatch)
+    calls = []
+    with monkeypatch.context() as m:
+        m.setattr(asr_mod, "is_repeated", lambda text: calls.append(text) or True)
+        assert whisper.transcribe(clips[0]) == expected
+    assert len(calls) == 1  # the short decode was made, judged suspect, and replaced
+    with monkeypatch.context() as m:
+        m.setattr(asr_mod, "max_decode_tokens", lambda duration_s: 5)  # every short decode hits the limit
+        assert whisper.transcribe(clips[0]) == expected
