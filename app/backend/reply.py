@@ -29,7 +29,8 @@ class Reply:
         created: ``response.created`` was sent.
         spoke: ``response.speak`` was sent.
         drain: release all chunks at once (after a commit) instead of pacing.
-        units_open: unit boundaries passed since its first audio was sent (its playback clock).
+        speak_sample: input samples received (16 kHz) when its first audio was sent: its
+            playback clock runs with the input audio from there (None before).
         chunks: produced but not yet sent.
         producer_done: the pipeline finished producing.
         sent_ms: audio sent so far, ms.
@@ -48,7 +49,7 @@ class Reply:
     created: bool = False
     spoke: bool = False
     drain: bool = False
-    units_open: int = 0
+    speak_sample: int | None = None
     chunks: deque[AudioChunk] = field(default_factory=deque)
     producer_done: bool = False
     sent_ms: float = 0.0

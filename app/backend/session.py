@@ -470,9 +470,9 @@ class DuplexSession(ReplyFlow):
             self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=k, response_id=rid,
                                         reason="user_overlap"))
         elif r is not None:
-            r.boundary_passed = True
+            if r.confirmed:  # (a speculative reply waits for a boundary after the turn has ended)
+                r.boundary_passed = True
             if r.created:
-                r.units_open += 1 if r.spoke else 0
                 decision = "speak"
             self._advance_reply()
             if self._reply is not None and self._reply.created:

@@ -4,7 +4,8 @@ A mixin, split from ``session.py`` by responsibility: these methods run only ins
 session's owner task and change the session's state like the rest of it. They turn turn-policy
 signals into replies (speculative on a pause, confirmed at the end of the user's turn), run a
 reply through the pipeline in a background task whose results come back through the inbox,
-open the response at a unit boundary, release its audio at the pace of the unit clock, and
+open the response at the end of the user's turn or at the next unit boundary
+(``turn_policy.reply_at``), release its audio at the pace of the unit clock, and
 finish or cancel it.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +50,8 @@ class ReplyFlow:
     # provided by DuplexSession
     id: str
     _reply: Reply | None
+    _tcfg: Any  # the deploy config's turn_policy
+    _samples: int  # input samples received (16 kHz)
 
     # ------------------------------------------------------------------ turn taking
     def _on_signal(self, sig: TurnSignal, *, commit: bool = False) -> None:
@@ -85,25 +89,28 @@ class ReplyFlow:
         if not self.settings.auto_response:
             self._committed_utterance = (item_id, utt)
             return
+        now = commit or self._tcfg.reply_at == "end_of_turn"  # else: wait for the next unit boundary
         if r is not None and not r.confirmed:  # the speculative reply answers exactly this turn
-            self._confirm_reply(r, drain=commit)
+            self._confirm_reply(r, drain=commit, boundary_passed=now)
             return
         if r is not None:  # the user went on before we answered: answer the latest words
             self._cancel_reply(None)
-        self._start_reply(utt, item_id, drain=commit)
+        self._start_reply(utt, item_id, drain=commit, boundary_passed=now)
 
-    def _confirm_reply(self, r: Reply, *, drain: bool) -> None:
+    def _confirm_reply(self, r: Reply, *, drain: bool, boundary_passed: bool) -> None:
         r.confirmed = True
         r.drain = r.drain or drain
-        r.boundary_passed = r.boundary_passed or drain
+        r.boundary_passed = r.boundary_passed or boundary_passed
         if r.transcript is not None:
             self._publish_transcript(r)
         self._advance_reply()
 
-    def _start_reply(self, utterance: np.ndarray, item_id: str, *, drain: bool, confirmed: bool = True) -> None:
+    def _start_reply(self, utterance: np.ndarray, item_id: str, *, drain: bool, confirmed: bool = True,
+                     boundary_passed: bool | None = None) -> None:
         rid = f"resp_{uuid.uuid4().hex[:20]}"
+        passed = drain if boundary_passed is None else boundary_passed
         r = Reply(response_id=rid, epoch=self.epoch, ctx=RequestContext(f"{self.id}:{rid}"), user_item_id=item_id,
-                  drain=drain, boundary_passed=drain, confirmed=confirmed)
+                  drain=drain, boundary_passed=passed, confirmed=confirmed)
         self._reply = r
         history = list(self._history)
         r.task = self._spawn(self._produce(r, utterance, history, self._seen_text))
@@ -120,8 +127,10 @@ class ReplyFlow:
 
     async def _produce(self, r: Reply, utterance: np.ndarray, history: list[Turn], seen: str) -> None:
         pipe = self.deps.pipeline
+        t0 = time.perf_counter()
         try:
             text = (await pipe.transcribe(r.ctx, utterance)).strip()
+            log.debug("session %s: %s transcribed in %.0f ms", self.id, r.response_id, (time.perf_counter() - t0) * 1e3)
             await self._post(Posted(r, "transcript", text))
             if not _meaningful(text):
                 await self._post(Posted(r, "done"))
@@ -131,9 +140,13 @@ class ReplyFlow:
                                                    self._tcfg.max_reply_tokens))
             prompt = ThinkerPrompt(self.settings.instructions, history, text, [seen] if seen else [])
             reply = (await pipe.generate(r.ctx, prompt, params)).strip()
+            log.debug("session %s: %s generated at %.0f ms", self.id, r.response_id, (time.perf_counter() - t0) * 1e3)
             segments = segment_text(reply) if reply else []
             if self.settings.speech_out and segments:
                 async for chunk in pipe.speak(r.ctx, segments):
+                    if chunk.index == 0:
+                        log.debug("session %s: %s first speech at %.0f ms", self.id, r.response_id,
+                                  (time.perf_counter() - t0) * 1e3)
                     await self._post(Posted(r, "chunk", chunk))
             else:
                 for i, seg in enumerate(segments):
@@ -191,25 +204,34 @@ class ReplyFlow:
             if self._unit_index < self.settings.force_listen_count:
                 return
             r.created = True
+            log.debug("session %s: %s created at sample %d", self.id, r.response_id, self._samples)
             for ev in (E.ResponseCreated(epoch=r.epoch, response_id=r.response_id),
                        E.OutputItemAdded(epoch=r.epoch, response_id=r.response_id),
                        E.ContentPart(epoch=r.epoch, response_id=r.response_id)):
                 self._emit(ev)
-        # Release audio at most ~1.5 units ahead of the unit clock, so that the server's view of
-        # the response stays close to what the user is hearing (soft interrupts can then end it).
-        budget = (r.units_open + 1.5) * self.unit_ms
-        while r.chunks and (r.drain or r.sent_ms < budget):
+        # Release audio at most ~1.5 units ahead of its playback clock (the input audio received
+        # since its first audio was sent), so that the server's view of the response stays close
+        # to what the user is hearing (soft interrupts can then end it).
+        played_ms = self._played_ms(r)
+        while r.chunks and (r.drain or r.sent_ms < played_ms + 1.5 * self.unit_ms):
             self._send_chunk(r, r.chunks.popleft())
-        # The response stays open while its audio is (by the unit clock) still playing, so the
-        # user can still talk over it; a commit (drain) ends it as soon as everything is sent.
-        played_ms = r.units_open * self.unit_ms
+        # The response stays open while its audio is (by that clock) still playing, so the user
+        # can still talk over it; a commit (drain) ends it as soon as everything is sent.
+        played_ms = self._played_ms(r)
         if r.producer_done and not r.chunks and (r.drain or played_ms >= r.sent_ms - self.unit_ms / 2):
             self._finish_reply("completed", None)
+
+    def _played_ms(self, r: Reply) -> float:
+        """How much of the reply has played by its playback clock, ms (0 before its first audio)."""
+        if r.speak_sample is None:
+            return 0.0
+        return (self._samples - r.speak_sample) * 1000.0 / INPUT_SAMPLE_RATE_HZ
 
     def _send_chunk(self, r: Reply, chunk: AudioChunk) -> None:
         rate = self.deps.pipeline.family.capabilities.output_sample_rate_hz
         if not r.spoke:
             r.spoke = True
+            r.speak_sample = self._samples
             self._emit(E.ResponseSpeak(epoch=r.epoch, response_id=r.response_id))
         r.text_sent += chunk.text
         self._unit_text_tokens += max(1, len(chunk.text) // 4) + 1

@@ -284,6 +284,10 @@ class TurnPolicyConfig(BaseModel):
     """Speech needed before a sound counts as the user talking, ms (clicks and short coughs do not)."""
     barge_in_ms: PosInt = 300
     """User speech over a reply longer than this ends it at the next unit boundary, ms."""
+    reply_at: Literal["end_of_turn", "unit_boundary"] = "end_of_turn"
+    """When a reply to a finished user turn may open: ``end_of_turn`` = as soon as the VAD ends the
+    turn (and the reply is ready), mid-unit; ``unit_boundary`` = at the next unit boundary only,
+    as MiniCPM-o's once-per-unit speak/listen decision does (adds half a unit on average)."""
     max_reply_tokens: PosInt = 48
 
 

@@ -130,8 +130,9 @@ async def test_soft_barge_in_ends_response_and_answers_second_question(server, t
         mark = len(c.collector.events)
         await c.stream_pcm(wav_pcm16(q2), chunk_ms=100, realtime=True)
         done1 = next(e for e in c.collector.events[mark:] if e["type"] == "response.done" and e["response_id"] == first)
-        await c.commit()
-        await c.wait_for(lambda e: e["type"] == "response.done" and e["response_id"] != first, timeout_s=30)
+        await c.commit()  # (the answer may already be under way or done: the turn ended in the tail)
+        await c.wait_for(lambda e: e["type"] == "response.done" and e["response_id"] != first, timeout_s=30,
+                         after_index=mark)
         ev = c.collector.events
     assert_invariants(ev, "soft_barge_in")
     assert done1["response"]["status_details"]["reason"] == "user_overlap"
@@ -305,3 +306,39 @@ async def test_append_rate_and_length_are_bounded(make_server):
         await ws.send(json.dumps({"type": "session.close"}))
         while e["type"] != "session.closed":
             e = json.loads(await asyncio.wait_for(ws.recv(), 10))
+
+
+@pytest.mark.parametrize("reply_at", ["end_of_turn", "unit_boundary"])
+async def test_reply_opens_at_end_of_turn_or_at_the_next_unit_boundary(make_server, speech_dir, reply_at):
+    """``turn_policy.reply_at``: the unit clock advances only with appended audio, so audio that
+    stops after the end of the turn but before the next unit boundary shows the difference: an
+    ``end_of_turn`` reply opens anyway, a ``unit_boundary`` reply waits for more audio."""
+    srv = make_server(turn_policy={"reply_at": reply_at})
+    bare = wav_pcm16(espeak_wav("What is the capital of France?", speech_dir / "france_bare.wav"))
+    x = np.frombuffer(bare, np.int16).astype(np.float32) / 32768.0
+    hop = INPUT_SAMPLE_RATE_HZ // 100
+    rms = np.sqrt(np.mean(x[: x.size // hop * hop].reshape(-1, hop) ** 2, axis=1))
+    words_end_s = (np.nonzero(rms > 0.02)[0][-1] + 1) / 100
+    # place the words so that the end of turn (~500 ms after them) falls ~400 ms into unit j + 1,
+    # and stop the audio 100 ms before that unit's boundary
+    j = int(np.ceil(0.3 + words_end_s + 0.5 - 1.43))
+    lead_s = 1.03 + j + 0.4 - 0.5 - words_end_s
+    pcm = silence(lead_s) + bare
+    pcm += silence(1.03 + j + 0.9 - len(pcm) / 2 / INPUT_SAMPLE_RATE_HZ)
+    async with DuplexClient(srv.ws_url) as c:
+        await c.stream_pcm(pcm, chunk_ms=100, realtime=False)
+        stopped = await c.wait_for("input_audio_buffer.speech_stopped", timeout_s=15, after_index=0)
+        assert 1030 + 1000 * j < stopped["audio_end_ms"] + 500 < 1030 + 1000 * (j + 1) - 100, (stopped, j)
+        if reply_at == "end_of_turn":
+            await c.wait_for("response.created", timeout_s=15, after_index=0)
+        else:
+            await asyncio.sleep(4.0)  # the reply (~1 s of compute) is ready, but no boundary passed
+            assert "response.created" not in types(c.collector.events)
+            mark = len(c.collector.events)
+            await c.stream_pcm(silence(0.3), chunk_ms=100, realtime=False)
+            await c.wait_for("response.created", timeout_s=15, after_index=mark)
+        t0 = time.monotonic()  # the reply plays out by the unit clock, which real-time silence advances
+        while "response.done" not in types(c.collector.events) and time.monotonic() - t0 < 30:
+            await c.stream_pcm(silence(0.5), chunk_ms=100, realtime=True)
+        await c.close()
+    assert_invariants(c.collector.events, f"reply_at_{reply_at}")
