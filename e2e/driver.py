@@ -219,6 +219,10 @@ class OmniPage:
         """Remote-audio RMS samples ``[[t_ms, rms], ...]``."""
         return self.page.evaluate("() => window.__rms.slice()")
 
+    def ducks(self) -> list[dict[str, Any]]:
+        """Local barge-ins so far (``app/ui/assets/barge_in.js``): ``[{t, level_db, floor_db, unmuted_at}]``."""
+        return self.page.evaluate("() => ((window.__omni || {}).ducks || []).slice()")
+
     def mic_rms(self) -> list[list[float]]:
         """Mic RMS samples as sent by the page."""
         return self.page.evaluate("() => window.__micRms.slice()")

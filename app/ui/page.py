@@ -16,6 +16,7 @@ route (``/v1/...``, ``/health``, ``/metrics``, ``/webrtc/...``) still wins over 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -108,13 +109,21 @@ def _webrtc(modality: str, *, elem_id: str, label: str) -> WebRTC:
     )
 
 
+def _head() -> str:
+    """The page's own scripts (``assets/page.js``, ``assets/barge_in.js``) and their settings."""
+    label = next(k for k, v in OVERLAP_CHOICES.items() if v == "barge_in_on_speech")
+    conf = json.dumps({"localBargeInLabel": label})
+    scripts = "".join(f"<script>{(ASSETS / name).read_text()}</script>" for name in ("page.js", "barge_in.js"))
+    return f"<script>window.__omniConfig = {conf};</script>{scripts}"
+
+
 def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, defaults: UISettings,
                app_ref: dict[str, Any]) -> gr.Blocks:
     """Build the Blocks page (not yet mounted)."""
     cfg = engine.config
     limit = int(cfg.ui.concurrency_limit)
     empty = ConversationView().snapshot()
-    head = f"<script>{(ASSETS / 'page.js').read_text()}</script>"
+    head = _head()
     with gr.Blocks(title=cfg.ui.title, theme=_theme(), css=(ASSETS / "page.css").read_text(), head=head,
                    analytics_enabled=False) as blocks:
         gr.Markdown(f"## {cfg.ui.title}", elem_id="title")

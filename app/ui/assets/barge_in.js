@@ -1,0 +1,133 @@
+// Local barge-in: silence the assistant in the page the moment the user starts to talk over it.
+//
+// The server's barge-in (VAD onset after turn_policy.min_speech_ms, then a flush of queued
+// speech) is heard in the page only after the mic audio has crossed WebRTC twice, about 0.5 s.
+// This script closes that gap: it watches the page's own mic with WebAudio and, while the
+// assistant's audio is playing, mutes the assistant's WebRTC track (track.enabled = false: every
+// consumer of the track renders silence) as soon as the mic carries speech energy. The server's
+// flush follows; the track is unmuted once the mic has been quiet for QUIET_MS, by which time
+// the interrupted reply is gone and the answer to the new question has not started yet. If the
+// sound was not speech to the server (a cough), the reply simply resumes.
+//
+// Active only with "Interrupt as soon as I speak" (window.__omniConfig.localBargeInLabel is that
+// radio label; with "Let the model decide at the next unit" the model keeps its say).
+// window.__omni.ducks: [{t, level_db, floor_db, unmuted_at}] for tests and debugging.
+(() => {
+  if (window.__omniBargeIn) return;
+  window.__omniBargeIn = true;
+  const S = (window.__omni = window.__omni || {});
+  const cfg = window.__omniConfig || {};
+  S.ducks = S.ducks || [];
+
+  const POLL_MS = 20;          // analysis period
+  const WINDOW = 1024;         // analyser window, samples (~21 ms at 48 kHz)
+  const MIN_DB = -45;          // mic level (dBFS RMS) below this is never speech
+  const ABOVE_FLOOR_DB = 15;   // ... nor is anything less than this far above the noise floor
+  const ONSET_POLLS = 3;       // consecutive loud polls needed (~40-60 ms): clicks do not count
+  const QUIET_MS = 500;        // mic quiet this long -> unmute
+  const PLAYING_RMS = 0.005;   // assistant audio above this (RMS, ~-46 dBFS) ...
+  const PLAYING_WITHIN_MS = 400; // ... this recently counts as "the assistant is speaking"
+
+  let ctx = null;
+  const remote = [];           // {track, analyser, buf, lastLoud}
+  let mic = null;              // {analyser, buf, track}
+  let floorDb = -60;
+  let loudPolls = 0;
+  let ducked = null;           // the current S.ducks entry while muted
+  let quietSince = null;
+  let timer = null;
+
+  function audioCtx() {
+    if (!ctx) ctx = new AudioContext();
+    if (ctx.state !== "running") ctx.resume().catch(() => {});
+    return ctx;
+  }
+  function analyse(track) {
+    const c = audioCtx();
+    const src = c.createMediaStreamSource(new MediaStream([track]));
+    const an = c.createAnalyser();
+    an.fftSize = WINDOW;
+    src.connect(an);
+    return { src: src, analyser: an, buf: new Float32Array(WINDOW), track: track };
+  }
+  function rms(a) {
+    a.analyser.getFloatTimeDomainData(a.buf);
+    let s = 0;
+    for (let i = 0; i < a.buf.length; i++) s += a.buf[i] * a.buf[i];
+    return Math.sqrt(s / a.buf.length);
+  }
+  function enabledByUser() {
+    const label = cfg.localBargeInLabel;
+    if (!label) return false;
+    const el = document.querySelector("#overlap input[type=radio]:checked");
+    return !el || el.value === label;
+  }
+  function setMuted(muted) {
+    for (const r of remote) if (r.track.readyState === "live") r.track.enabled = !muted;
+  }
+
+  function tick() {
+    const now = performance.now();
+    for (const r of remote) {
+      if (r.track.readyState !== "live") continue;
+      if (r.track.enabled && rms(r) > PLAYING_RMS) r.lastLoud = now;
+    }
+    if (!mic || mic.track.readyState !== "live") return;
+    const level = 20 * Math.log10(rms(mic) + 1e-9);
+    const speech = level > Math.max(MIN_DB, floorDb + ABOVE_FLOOR_DB);
+    // noise floor: follows quiet levels down at once, creeps up slowly (~1.5 dB/s)
+    if (level < floorDb) floorDb = level;
+    else if (!speech) floorDb += Math.min(level - floorDb, 0.03);
+    loudPolls = speech ? loudPolls + 1 : 0;
+    if (ducked) {
+      if (speech || level > Math.max(MIN_DB, floorDb + ABOVE_FLOOR_DB / 2)) quietSince = null;
+      else if (quietSince === null) quietSince = now;
+      if (quietSince !== null && now - quietSince >= QUIET_MS) {
+        setMuted(false);
+        ducked.unmuted_at = now;
+        ducked = null;
+      }
+      return;
+    }
+    if (loudPolls < ONSET_POLLS || !enabledByUser()) return;
+    const playing = remote.some((r) => r.lastLoud !== undefined && now - r.lastLoud <= PLAYING_WITHIN_MS);
+    if (!playing) return;
+    setMuted(true);
+    quietSince = null;
+    ducked = { t: now, level_db: Math.round(level), floor_db: Math.round(floorDb), unmuted_at: null };
+    S.ducks.push(ducked);
+  }
+  function ensureTimer() {
+    if (!timer) timer = setInterval(tick, POLL_MS);
+  }
+
+  const md = navigator.mediaDevices;
+  if (md && md.getUserMedia) {
+    const orig = md.getUserMedia.bind(md);
+    md.getUserMedia = async function (constraints) {
+      const stream = await orig(constraints);
+      const a = stream.getAudioTracks()[0];
+      if (a) {
+        try { mic = analyse(a); floorDb = -60; loudPolls = 0; ensureTimer(); } catch (_) { mic = null; }
+      }
+      return stream;
+    };
+  }
+  if (window.RTCPeerConnection) {
+    const origSRD = RTCPeerConnection.prototype.setRemoteDescription;
+    RTCPeerConnection.prototype.setRemoteDescription = async function () {
+      const out = await origSRD.apply(this, arguments);
+      for (const rx of this.getReceivers()) {
+        const t = rx.track;
+        if (!t || t.kind !== "audio" || remote.some((r) => r.track === t)) continue;
+        try { remote.push(analyse(t)); ensureTimer(); } catch (_) {}
+        t.addEventListener("ended", () => {
+          const i = remote.findIndex((r) => r.track === t);
+          if (i >= 0) remote.splice(i, 1);
+        });
+      }
+      if (ducked) { setMuted(false); ducked.unmuted_at = performance.now(); ducked = null; }
+      return out;
+    };
+  }
+})();
