@@ -34,15 +34,18 @@ the *media clock* is cumulative input audio (``audio_end_ms`` of appends).
     Reported: the largest passing K (target >= 4). Also reported, not judged: per-question
     response latency under load (same definition as (a)) and questions left unanswered.
 (c) ``barge_in``: a fresh session (default config, 1000 ms units) streams a question, then
-    silence; right after the first ``response.output_audio.delta`` arrives the client streams
-    a second ~3 s utterance (then silence). Origin: send time of the append that carries the
+    silence; ``BARGE_DELAYS_MS[i % 5]`` (0, 200, ..., 800 ms of media time) after the first
+    ``response.output_audio.delta`` arrives the client streams a second ~3 s utterance (then
+    silence). The delays spread the onset over the unit: replies open when the user's turn
+    ends (``turn_policy.reply_at: end_of_turn``), mid-unit, so a fixed delay would tie each
+    question to one phase. Origin: send time of the append that carries the
     second utterance's first speech sample (energy detector). End: receive time of the
     interrupted response's ``response.done`` or of a ``response.listen`` carrying its
-    ``response_id``, whichever comes first. N=5, target <= 1000 ms (one unit). Server-side
+    ``response_id``, whichever comes first. N=10, target p50 <= 1000 ms (one unit). Server-side
     budget: with ``overlap_policy: listen_only`` (the default) the server ends a response only
     at a unit boundary at which the user has spoken over it for ``turn_policy.barge_in_ms``
-    (600 ms), so the expected figure is barge_in_ms + the wait for the next boundary (0..1
-    unit) + processing, i.e. 600..1600 ms for 1000 ms units. Per sample we split the figure
+    (300 ms), so the expected figure is barge_in_ms + the wait for the next boundary (0..1
+    unit) + processing, i.e. 300..1300 ms for 1000 ms units (p50 ~800 ms at a uniform phase). Per sample we split the figure
     into ``policy_wait_ms`` (onset -> deciding boundary, media clock) and ``decision_lag_ms``
     (send time of the append closing that unit -> end event). Samples whose response ended on
     its own before the barge-in took effect are kept in the JSON and left out of the summary.
@@ -103,6 +106,9 @@ LONG_QUESTIONS = [
 
 INTERRUPTION = ("stop", "Wait, wait, stop please, I want to ask you something else instead.")
 """The second utterance of (c): ~3 s of continuous speech."""
+
+BARGE_DELAYS_MS = (0, 200, 400, 600, 800)
+"""(c): media time from the first audio delta to the start of the interruption, per sample (cycled)."""
 
 
 # --------------------------------------------------------------------------- helpers
@@ -386,14 +392,14 @@ async def run_concurrency(url: str, ks: list[int] | None, seconds: float, inputs
 
 # --------------------------------------------------------------------------- (c) barge-in
 async def barge_in_sample(url: str, question: dict[str, Any], interruption: dict[str, Any],
-                          overlap_policy: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"question": question["key"], "interrupted": False,
+                          overlap_policy: str | None = None, delay_ms: float = 0.0) -> dict[str, Any]:
+    out: dict[str, Any] = {"question": question["key"], "interrupted": False, "delay_ms": delay_ms,
                            "overlap_policy": overlap_policy or "server default (listen_only)"}
     q_pcm = C.silence_pcm16(LEAD_S) + question["pcm"]
     chunk_bytes = CHUNK_MS * 32
     max_ms = 40_000.0
     trigger = asyncio.Event()
-    state: dict[str, Any] = {"barge_at_ms": None}
+    state: dict[str, Any] = {"barge_at_ms": None, "triggered_at_ms": None}
 
     def slices(pcm: bytes) -> list[bytes]:
         return [pcm[i : i + chunk_bytes] for i in range(0, len(pcm), chunk_bytes)]
@@ -407,7 +413,10 @@ async def barge_in_sample(url: str, question: dict[str, Any], interruption: dict
             src: deque[bytes] = deque(slices(q_pcm))
             t0 = time.monotonic()
             while c.audio_end_ms < max_ms:
-                if trigger.is_set() and state["barge_at_ms"] is None and not src:
+                if trigger.is_set() and state["triggered_at_ms"] is None:
+                    state["triggered_at_ms"] = c.audio_end_ms
+                if state["triggered_at_ms"] is not None and state["barge_at_ms"] is None and not src and \
+                        c.audio_end_ms >= state["triggered_at_ms"] + delay_ms:
                     state["barge_at_ms"] = c.audio_end_ms
                     src.extend(slices(interruption["pcm"]))
                 chunk = src.popleft() if src else C.silence_pcm16(CHUNK_MS / 1000)
@@ -491,7 +500,8 @@ async def run_barge_in(url: str, n: int, questions: list[dict[str, Any]], interr
     samples = []
     for i in range(n):
         t0 = time.monotonic()
-        s = await barge_in_sample(url, questions[i % len(questions)], interruption, overlap_policy)
+        s = await barge_in_sample(url, questions[i % len(questions)], interruption, overlap_policy,
+                                  BARGE_DELAYS_MS[i % len(BARGE_DELAYS_MS)])
         s["i"] = i
         s["sample_wall_s"] = time.monotonic() - t0
         samples.append(s)
@@ -515,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                        "quick 16)")
     p.add_argument("--k", default=None, help="(b) comma list of K to run instead of the search, e.g. 1,2,4,6")
     p.add_argument("--all-k", action="store_true", help="(b) run K = 1, 2, 4, 6")
-    p.add_argument("--barge-n", type=int, default=None, help="(c) samples (default 5; quick 1)")
+    p.add_argument("--barge-n", type=int, default=None, help="(c) samples (default 10; quick 1)")
     p.add_argument("--barge-hard", action="store_true", help="(c) also measure with the session's overlap_policy "
                                                             "barge_in_on_speech (hard cancel on speech; reported "
                                                             "separately, not the default behaviour)")
@@ -526,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     ks = [int(x) for x in args.k.split(",")] if args.k else ([1, 2, 4, 6] if args.all_k else None)
     if args.quick and ks is None:
         ks = [2]
-    barge_n = args.barge_n or (1 if args.quick else 5)
+    barge_n = args.barge_n or (1 if args.quick else 10)
     t_bench = time.monotonic()
 
     result = C.base_result("duplex", "Full duplex: response latency, concurrent sessions, barge-in", "full duplex",
@@ -616,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if "c" in parts:
         budgets = {
-            "barge_in": "turn_policy.barge_in_ms 600 + wait for the next unit boundary (0..1000 ms) => 600..1600 ms "
+            "barge_in": "turn_policy.barge_in_ms 300 + wait for the next unit boundary (0..1000 ms) => 300..1300 ms "
                         "before processing (overlap_policy listen_only, the default)",
             "barge_in_hard": "VAD onset (turn_policy.min_speech_ms 250 of speech) then an immediate cancel "
                              "(overlap_policy barge_in_on_speech, opt-in per session)",

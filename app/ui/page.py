@@ -161,7 +161,9 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
                         temperature = gr.Slider(0.0, 1.5, value=defaults.temperature, step=0.05, label="Temperature",
                                                 elem_id="temperature")
                         max_tokens = gr.Slider(4, 256, value=defaults.max_tokens, step=1,
-                                               label="Max reply tokens (session max_tokens)", elem_id="max-tokens")
+                                               label="Tokens per unit (session max_tokens)", elem_id="max-tokens",
+                                               info="MiniCPM-o: text tokens it may speak per unit (default 20); "
+                                                    "the tiny family caps its whole reply with it")
                         stack = gr.Slider(1, MAX_STACK, value=defaults.stack_frames, step=1,
                                           label="Frame stacking N (frames per unit)", elem_id="stack-frames")
                     with gr.Row():
