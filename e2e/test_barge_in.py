@@ -33,20 +33,29 @@ INTERRUPT_AFTER_MS = 800.0
 """The second utterance starts this long after the assistant's audio became audible."""
 
 
+def _talk_over_the_answer(tab: OmniPage, clips: dict) -> tuple[float, float]:
+    """Start (mic only), ask the long question, and start the interruption
+    :data:`INTERRUPT_AFTER_MS` after its answer became audible.
+
+    Returns:
+        Page times (ms) of the interruption's speech onset and of the end of its clip.
+    """
+    tab.start(camera=False)
+    tab.wait_session()
+    tab.sleep_until(tab.now_ms() + 1500)
+    start1, _ = tab.say(clips["long"])
+    rise = wait_until(lambda: first_rise(tab.rms(), start1), 60, what="the first answer's audio")
+    tab.sleep_until(rise + INTERRUPT_AFTER_MS)
+    assert tab.ducks() == [], "the page muted the assistant although the user spoke before it answered"
+    start2, end2 = tab.say(clips["interrupt"])
+    return start2 + speech_span(clips["interrupt"])[0] * 1000.0, end2
+
+
 def test_barge_in_silences_the_assistant_and_answers_the_new_question(ui_server, pw, clips, artifacts):
     browser = launch(pw)
     try:
         tab = OmniPage(browser, ui_server.base_url, scripted_mic=True).open()
-        tab.start(camera=False)
-        tab.wait_session()
-        tab.sleep_until(tab.now_ms() + 1500)
-
-        start1, _ = tab.say(clips["long"])
-        rise = wait_until(lambda: first_rise(tab.rms(), start1), 60, what="the first answer's audio")
-        tab.sleep_until(rise + INTERRUPT_AFTER_MS)
-        assert tab.ducks() == [], "the page muted the assistant although the user spoke before it answered"
-        start2, end2 = tab.say(clips["interrupt"])
-        onset = start2 + speech_span(clips["interrupt"])[0] * 1000.0
+        onset, end2 = _talk_over_the_answer(tab, clips)
 
         silent = wait_until(lambda: silence_from(tab.rms(), onset), 10, what="silence after the barge-in")
         rms = tab.rms()
@@ -100,14 +109,7 @@ def test_let_the_model_decide_keeps_the_page_from_muting(ui_server, pw, clips, a
     try:
         tab = OmniPage(browser, ui_server.base_url, scripted_mic=True).open()
         tab.page.click("#overlap label:has-text('Let the model decide')")
-        tab.start(camera=False)
-        tab.wait_session()
-        tab.sleep_until(tab.now_ms() + 1500)
-        start1, _ = tab.say(clips["long"])
-        rise = wait_until(lambda: first_rise(tab.rms(), start1), 60, what="the first answer's audio")
-        tab.sleep_until(rise + INTERRUPT_AFTER_MS)
-        start2, end2 = tab.say(clips["interrupt"])
-        onset = start2 + speech_span(clips["interrupt"])[0] * 1000.0
+        onset, _ = _talk_over_the_answer(tab, clips)
         silent = wait_until(lambda: silence_from(tab.rms(), onset), 15, what="silence after the overlap")
         rms = tab.rms()
         tab.screenshot(artifacts / "c_listen_only.png")

@@ -17,7 +17,14 @@ from app.client.protocol import DuplexProtocolError
 from app.constants import INPUT_SAMPLE_RATE_HZ
 from app.media import float_to_pcm16
 from tests.conftest import espeak_wav
-from tests.integration.rt_helpers import assert_invariants, response_audio, silence, transcribe_24k, types, wav_pcm16
+from tests.integration.rt_helpers import (
+    assert_invariants,
+    response_audio,
+    silence,
+    transcribe_24k,
+    types,
+    wav_pcm16,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

@@ -7,7 +7,12 @@ import pytest
 import soundfile as sf
 
 from app.backend.models.tiny import asr as asr_mod
-from app.backend.models.tiny.asr import WhisperAsr, is_repeated, max_decode_tokens, short_window_s
+from app.backend.models.tiny.asr import (
+    WhisperAsr,
+    is_repeated,
+    max_decode_tokens,
+    short_window_s,
+)
 from app.constants import INPUT_SAMPLE_RATE_HZ
 from tests.conftest import espeak_wav
 
