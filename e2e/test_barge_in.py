@@ -10,6 +10,7 @@ then speaks ~0.8 s later. Times are the page clock; remote audio is measured in-
 from __future__ import annotations
 
 import httpx
+import numpy as np
 import pytest
 
 from e2e.driver import (
@@ -21,7 +22,7 @@ from e2e.driver import (
     silence_from,
     wait_until,
 )
-from e2e.media import speech_span
+from e2e.media import MIC_RATE_HZ, speech_span, write_wav
 
 pytestmark = pytest.mark.e2e
 
@@ -73,6 +74,7 @@ def test_barge_in_silences_the_assistant_and_answers_the_new_question(ui_server,
         assert answer
         wait_until(lambda: first_rise(tab.rms(), end2, RMS_THRESHOLD), 30, what="the second answer's audio")
         assert tab.ducks()[0]["unmuted_at"] is not None  # unmuted once the user was quiet
+        assert tab.ducks()[0]["false_alarm"] is False  # the server's flush had emptied the queue
         tab.screenshot(artifacts / "c_barge_in_answered.png")
         print(f"barge-in: silent {barge_ms:.0f} ms after the user's onset")
         tab.stop()
@@ -120,6 +122,37 @@ def test_let_the_model_decide_keeps_the_page_from_muting(ui_server, pw, clips, a
         assert tab.ducks() == []
         print(f"listen_only: silent {silent - onset:.0f} ms after the user's onset")
         tab.wait_caption("assistant", lambda c: "4" in c or "four" in c.lower(), 60)
+        tab.stop()
+    finally:
+        browser.close()
+
+
+def test_a_cough_mutes_briefly_and_the_answer_goes_on(ui_server, pw, clips, media):
+    """A short noise burst (a cough, 150 ms) over the assistant: the page mutes at once, the server
+    does not take it for speech (``min_speech_ms``), so the page unmutes and the reply goes on;
+    the page marks it a false alarm (and raises its threshold)."""
+    rng = np.random.default_rng(7)
+    burst = write_wav(media / "cough.wav", np.concatenate([np.zeros(int(0.2 * MIC_RATE_HZ)),
+                                                          0.3 * rng.standard_normal(int(0.15 * MIC_RATE_HZ)),
+                                                          np.zeros(int(0.2 * MIC_RATE_HZ))]))
+    browser = launch(pw)
+    try:
+        tab = OmniPage(browser, ui_server.base_url, scripted_mic=True).open()
+        tab.start(camera=False)
+        tab.wait_session()
+        tab.sleep_until(tab.now_ms() + 1500)
+        start1, _ = tab.say(clips["long"])
+        rise = wait_until(lambda: first_rise(tab.rms(), start1), 60, what="the answer's audio")
+        tab.sleep_until(rise + 400)
+        t_burst, _ = tab.say(burst)
+        duck = wait_until(lambda: next(iter(tab.ducks()), None), 5, what="the page to mute")
+        assert duck["t"] - (t_burst + 200) <= 300
+        checked = wait_until(lambda: next((d for d in tab.ducks() if d["false_alarm"] is not None), None), 10,
+                             what="the unmute check")
+        assert checked["false_alarm"] is True, checked
+        tab.sleep_until(checked["unmuted_at"] + 1500)
+        assert audible_between(tab.rms(), checked["unmuted_at"], checked["unmuted_at"] + 1500), \
+            "the reply did not go on after the false alarm"
         tab.stop()
     finally:
         browser.close()

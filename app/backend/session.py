@@ -116,6 +116,7 @@ class DuplexSession(ReplyFlow):
         self._history: list[Turn] = []
         self._history_ids: list[str] = []
         self._committed_utterance: tuple[str, np.ndarray] | None = None
+        self._deferred: tuple[str, np.ndarray] | None = None  # an utterance said over a reply, answered after it
         self._user_item: str | None = None
         self._seen_text = ""
         self._last_frame: np.ndarray | None = None
@@ -469,6 +470,7 @@ class DuplexSession(ReplyFlow):
             self._finish_reply("completed", "user_overlap")
             self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=k, response_id=rid,
                                         reason="user_overlap"))
+            self._promote_deferred()
         elif r is not None:
             if r.confirmed:  # (a speculative reply waits for a boundary after the turn has ended)
                 r.boundary_passed = True

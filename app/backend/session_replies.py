@@ -52,6 +52,7 @@ class ReplyFlow:
     _reply: Reply | None
     _tcfg: Any  # the deploy config's turn_policy
     _samples: int  # input samples received (16 kHz)
+    _deferred: tuple[str, np.ndarray] | None
 
     # ------------------------------------------------------------------ turn taking
     def _on_signal(self, sig: TurnSignal, *, commit: bool = False) -> None:
@@ -69,9 +70,15 @@ class ReplyFlow:
         utt = sig.utterance if sig.utterance is not None else np.zeros(0, np.float32)
         r = self._reply
         if r is not None and r.created:
-            if sig.kind == "end_of_turn":  # a short overlap while speaking: acknowledged and dropped
+            if sig.kind == "end_of_turn":
                 self._emit(E.SpeechStopped(epoch=self.epoch, item_id=item_id,
                                            audio_end_ms=int(sig.at_sample * 1000 / INPUT_SAMPLE_RATE_HZ)))
+                # an overlap the reply outlived: a short one (a backchannel) is acknowledged and
+                # dropped, a meaningful one is answered when the reply ends
+                if sig.speech_ms >= self._tcfg.overlap_short_ack_ms and self.settings.auto_response:
+                    if self._deferred is not None:
+                        utt = np.concatenate([self._deferred[1], utt])
+                    self._deferred = (item_id, utt)
             return
         log.debug("session %s: turn signal %s at %d", self.id, sig.kind, sig.at_sample)
         if sig.kind == "resumed":  # the pause was not the end: drop the speculative reply
@@ -96,6 +103,14 @@ class ReplyFlow:
         if r is not None:  # the user went on before we answered: answer the latest words
             self._cancel_reply(None)
         self._start_reply(utt, item_id, drain=commit, boundary_passed=now)
+
+    def _promote_deferred(self) -> None:
+        """Answer the utterance said over the reply that just ended (if any, and nothing else is under way)."""
+        if self._deferred is None or self._reply is not None:
+            return
+        item_id, utt = self._deferred
+        self._deferred = None
+        self._start_reply(utt, item_id, drain=False, boundary_passed=self._tcfg.reply_at == "end_of_turn")
 
     def _confirm_reply(self, r: Reply, *, drain: bool, boundary_passed: bool) -> None:
         r.confirmed = True
@@ -219,6 +234,7 @@ class ReplyFlow:
         played_ms = self._played_ms(r)
         if r.producer_done and not r.chunks and (r.drain or played_ms >= r.sent_ms - self.unit_ms / 2):
             self._finish_reply("completed", None)
+            self._promote_deferred()
 
     def _played_ms(self, r: Reply) -> float:
         """How much of the reply has played by its playback clock, ms (0 before its first audio)."""
@@ -286,6 +302,7 @@ class ReplyFlow:
             r.task.cancel()
         r.chunks.clear()
         self.epoch += 1
+        self._deferred = None  # a hard interrupt: the words that cut in are answered on their own
         if r.created and reason is not None:
             self._finish_reply("cancelled", reason)
         self._reply = None

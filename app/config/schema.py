@@ -284,6 +284,10 @@ class TurnPolicyConfig(BaseModel):
     """Speech needed before a sound counts as the user talking, ms (clicks and short coughs do not)."""
     barge_in_ms: PosInt = 300
     """User speech over a reply longer than this ends it at the next unit boundary, ms."""
+    overlap_short_ack_ms: PosInt = 700
+    """An utterance said over a reply that outlives it: with less speech than this (a backchannel,
+    "uh-huh") it is acknowledged and dropped, else answered when the reply ends, ms (the name and
+    700 ms default of vLLM-Omni's session setting)."""
     reply_at: Literal["end_of_turn", "unit_boundary"] = "end_of_turn"
     """When a reply to a finished user turn may open: ``end_of_turn`` = as soon as the VAD ends the
     turn (and the reply is ready), mid-unit; ``unit_boundary`` = at the next unit boundary only,

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -349,3 +350,54 @@ async def test_reply_opens_at_end_of_turn_or_at_the_next_unit_boundary(make_serv
             await c.stream_pcm(silence(0.5), chunk_ms=100, realtime=True)
         await c.close()
     assert_invariants(c.collector.events, f"reply_at_{reply_at}")
+
+
+async def _say_over_the_reply(url: str, question: Path, overlap: Path) -> tuple[list[dict], str]:
+    """Ask ``question``, say ``overlap`` as soon as the answer's first audio arrives, stream
+    silence until the session is quiet again; return the events and the first response id."""
+    async with DuplexClient(url) as c:
+        await c.stream_pcm(wav_pcm16(question) + silence(0.2), chunk_ms=100, realtime=True)
+        t0 = time.monotonic()
+        while "response.output_audio.delta" not in types(c.collector.events) and time.monotonic() - t0 < 15:
+            await c.stream_pcm(silence(0.1), chunk_ms=100, realtime=True)
+        first = next(e["response_id"] for e in c.collector.events if e["type"] == "response.created")
+        await c.stream_pcm(wav_pcm16(overlap) + silence(0.6), chunk_ms=100, realtime=True)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 20:
+            created = {e["response_id"] for e in c.collector.events if e["type"] == "response.created"}
+            done = {e["response_id"] for e in c.collector.events if e["type"] == "response.done"}
+            if created == done and time.monotonic() - t0 > 4:
+                break
+            await c.stream_pcm(silence(0.5), chunk_ms=100, realtime=True)
+        await c.close()
+    return c.collector.events, first
+
+
+async def test_meaningful_overlap_is_answered_after_the_reply_and_a_backchannel_is_dropped(make_server, speech_dir):
+    """Words said over a reply that does not end for them (no soft interrupt: barge_in_ms is huge
+    here) are answered after it when they hold >= overlap_short_ack_ms of speech; a short
+    "Yes." is acknowledged (speech_stopped) and dropped."""
+    srv = make_server(turn_policy={"barge_in_ms": 60_000})
+    story = espeak_wav("Tell me a story about a cat and a dog.", speech_dir / "story.wav", lead_s=0.3)
+    two = espeak_wav("What is two plus two?", speech_dir / "two_bare.wav")
+    yes = espeak_wav("Yes.", speech_dir / "yes_bare.wav")
+
+    ev, first = await _say_over_the_reply(srv.ws_url, story, two)
+    assert_invariants(ev, "deferred_overlap")
+    done1 = next(e for e in ev if e["type"] == "response.done" and e["response_id"] == first)
+    assert done1["response"]["status"] == "completed" and not done1["response"].get("status_details")
+    stopped = [i for i, e in enumerate(ev) if e["type"] == "input_audio_buffer.speech_stopped"]
+    assert len(stopped) == 2 and stopped[1] < ev.index(done1)  # the question ended while the reply was on
+    second = [e["response_id"] for e in ev if e["type"] == "response.created" and e["response_id"] != first]
+    assert len(second) == 1, types(ev)
+    assert ev.index(done1) < next(i for i, e in enumerate(ev) if e.get("response_id") == second[0])
+    text2 = "".join(e["delta"] for e in ev if e["type"] == "response.output_audio_transcript.delta"
+                    and e["response_id"] == second[0])
+    assert "4" in text2 or "four" in text2.lower(), text2
+
+    ev, first = await _say_over_the_reply(srv.ws_url, story, yes)
+    assert_invariants(ev, "backchannel_overlap")
+    stopped = [i for i, e in enumerate(ev) if e["type"] == "input_audio_buffer.speech_stopped"]
+    done1 = next(i for i, e in enumerate(ev) if e["type"] == "response.done" and e["response_id"] == first)
+    assert len(stopped) == 2 and stopped[1] < done1
+    assert [e["response_id"] for e in ev if e["type"] == "response.created"] == [first]  # "Yes." not answered

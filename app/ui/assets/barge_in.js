@@ -11,7 +11,11 @@
 //
 // Active only with "Interrupt as soon as I speak" (window.__omniConfig.localBargeInLabel is that
 // radio label; with "Let the model decide at the next unit" the model keeps its say).
-// window.__omni.ducks: [{t, level_db, floor_db, unmuted_at}] for tests and debugging.
+// False alarms (echo of the assistant that echo cancellation left in the mic, a cough): if the
+// assistant is heard again within CHECK_MS of the unmute, the server did not take it for a
+// barge-in; the speech threshold then rises by FALSE_ALARM_DB (up to MAX_EXTRA_DB) and comes
+// back down by half that after each confirmed barge-in.
+// window.__omni.ducks: [{t, level_db, floor_db, unmuted_at, false_alarm}] for tests and debugging.
 (() => {
   if (window.__omniBargeIn) return;
   window.__omniBargeIn = true;
@@ -27,6 +31,9 @@
   const QUIET_MS = 500;        // mic quiet this long -> unmute
   const PLAYING_RMS = 0.005;   // assistant audio above this (RMS, ~-46 dBFS) ...
   const PLAYING_WITHIN_MS = 400; // ... this recently counts as "the assistant is speaking"
+  const CHECK_MS = 400;        // assistant heard this soon after an unmute -> it was a false alarm
+  const FALSE_ALARM_DB = 6;
+  const MAX_EXTRA_DB = 18;
 
   let ctx = null;
   const remote = [];           // {track, analyser, buf, lastLoud}
@@ -36,6 +43,8 @@
   let ducked = null;           // the current S.ducks entry while muted
   let quietSince = null;
   let timer = null;
+  let extraDb = 0;             // threshold raise after false alarms
+  let checking = null;         // the S.ducks entry whose unmute is being checked
 
   function audioCtx() {
     if (!ctx) ctx = new AudioContext();
@@ -66,27 +75,45 @@
     for (const r of remote) if (r.track.readyState === "live") r.track.enabled = !muted;
   }
 
+  function unmute(now) {
+    setMuted(false);
+    ducked.unmuted_at = now;
+    checking = ducked;
+    ducked = null;
+  }
+  function checkUnmute(now) {
+    if (!checking) return;
+    if (remote.some((r) => r.lastLoud !== undefined && r.lastLoud > checking.unmuted_at)) {
+      checking.false_alarm = true;  // the reply went on: the server did not hear a barge-in
+      extraDb = Math.min(MAX_EXTRA_DB, extraDb + FALSE_ALARM_DB);
+      checking = null;
+    } else if (now - checking.unmuted_at > CHECK_MS) {
+      checking.false_alarm = false;
+      extraDb = Math.max(0, extraDb - FALSE_ALARM_DB / 2);
+      checking = null;
+    }
+  }
+
   function tick() {
     const now = performance.now();
     for (const r of remote) {
       if (r.track.readyState !== "live") continue;
       if (r.track.enabled && rms(r) > PLAYING_RMS) r.lastLoud = now;
     }
+    checkUnmute(now);
     if (!mic || mic.track.readyState !== "live") return;
     const level = 20 * Math.log10(rms(mic) + 1e-9);
-    const speech = level > Math.max(MIN_DB, floorDb + ABOVE_FLOOR_DB);
-    // noise floor: follows quiet levels down at once, creeps up slowly (~1.5 dB/s)
+    const threshold = Math.max(MIN_DB, floorDb + ABOVE_FLOOR_DB) + extraDb;
+    const speech = level > threshold;
+    // noise floor: follows quiet levels down at once, creeps up slowly (~1.5 dB/s, also under
+    // steady noise louder than MIN_DB, which would otherwise count as speech for ever)
     if (level < floorDb) floorDb = level;
-    else if (!speech) floorDb += Math.min(level - floorDb, 0.03);
+    else floorDb += Math.min(level - floorDb, 0.03);
     loudPolls = speech ? loudPolls + 1 : 0;
     if (ducked) {
-      if (speech || level > Math.max(MIN_DB, floorDb + ABOVE_FLOOR_DB / 2)) quietSince = null;
+      if (speech || level > threshold - ABOVE_FLOOR_DB / 2) quietSince = null;
       else if (quietSince === null) quietSince = now;
-      if (quietSince !== null && now - quietSince >= QUIET_MS) {
-        setMuted(false);
-        ducked.unmuted_at = now;
-        ducked = null;
-      }
+      if (quietSince !== null && now - quietSince >= QUIET_MS) unmute(now);
       return;
     }
     if (loudPolls < ONSET_POLLS || !enabledByUser()) return;
@@ -94,7 +121,8 @@
     if (!playing) return;
     setMuted(true);
     quietSince = null;
-    ducked = { t: now, level_db: Math.round(level), floor_db: Math.round(floorDb), unmuted_at: null };
+    ducked = { t: now, level_db: Math.round(level), floor_db: Math.round(floorDb), unmuted_at: null,
+               false_alarm: null };
     S.ducks.push(ducked);
   }
   function ensureTimer() {
@@ -126,7 +154,7 @@
           if (i >= 0) remote.splice(i, 1);
         });
       }
-      if (ducked) { setMuted(false); ducked.unmuted_at = performance.now(); ducked = null; }
+      if (ducked) unmute(performance.now());  // a new connection starts unmuted
       return out;
     };
   }
