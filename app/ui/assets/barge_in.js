@@ -5,9 +5,9 @@
 // This script closes that gap: it watches the page's own mic with WebAudio and, while the
 // assistant's audio is playing, mutes the assistant's WebRTC track (track.enabled = false: every
 // consumer of the track renders silence) as soon as the mic carries speech energy. The server's
-// flush follows; the track is unmuted once the mic has been quiet for QUIET_MS, by which time
-// the interrupted reply is gone and the answer to the new question has not started yet. If the
-// sound was not speech to the server (a cough), the reply simply resumes.
+// flush follows; the track is unmuted once the mic has been quiet for QUIET_MS (or after
+// MAX_MUTE_MS), by which time the interrupted reply is gone and the answer to the new question
+// has not started yet. If the sound was not speech to the server (a cough), the reply resumes.
 //
 // Active only with "Interrupt as soon as I speak" (window.__omniConfig.localBargeInLabel is that
 // radio label; with "Let the model decide at the next unit" the model keeps its say).
@@ -24,11 +24,13 @@
   S.ducks = S.ducks || [];
 
   const POLL_MS = 20;          // analysis period
-  const WINDOW = 1024;         // analyser window, samples (~21 ms at 48 kHz)
+  const WINDOW = 256;          // analyser window, samples (~5 ms at 48 kHz): polls do not overlap
   const MIN_DB = -45;          // mic level (dBFS RMS) below this is never speech
   const ABOVE_FLOOR_DB = 15;   // ... nor is anything less than this far above the noise floor
-  const ONSET_POLLS = 3;       // consecutive loud polls needed (~40-60 ms): clicks do not count
+  const FLOOR_POLLS = 150;     // noise floor = quietest poll of the last 3 s (steady noise is floor)
+  const ONSET_POLLS = 4;       // consecutive loud polls needed (60 ms apart): clicks do not count
   const QUIET_MS = 500;        // mic quiet this long -> unmute
+  const MAX_MUTE_MS = 1500;    // unmute anyway after this (the server has flushed by then, if ever)
   const PLAYING_RMS = 0.005;   // assistant audio above this (RMS, ~-46 dBFS) ...
   const PLAYING_WITHIN_MS = 400; // ... this recently counts as "the assistant is speaking"
   const CHECK_MS = 400;        // assistant heard this soon after an unmute -> it was a false alarm
@@ -39,6 +41,7 @@
   const remote = [];           // {track, analyser, buf, lastLoud}
   let mic = null;              // {analyser, buf, track}
   let floorDb = -60;
+  const recent = [];           // levels of the last FLOOR_POLLS polls, dBFS
   let loudPolls = 0;
   let ducked = null;           // the current S.ducks entry while muted
   let quietSince = null;
@@ -102,18 +105,18 @@
     }
     checkUnmute(now);
     if (!mic || mic.track.readyState !== "live") return;
-    const level = 20 * Math.log10(rms(mic) + 1e-9);
+    const level = Math.max(-100, 20 * Math.log10(rms(mic) + 1e-9));
+    // noise floor: the quietest recent poll (speech has gaps; steady noise, a fan or a room, has none)
+    recent.push(level);
+    if (recent.length > FLOOR_POLLS) recent.shift();
+    floorDb = Math.min(...recent);
     const threshold = Math.max(MIN_DB, floorDb + ABOVE_FLOOR_DB) + extraDb;
     const speech = level > threshold;
-    // noise floor: follows quiet levels down at once, creeps up slowly (~1.5 dB/s, also under
-    // steady noise louder than MIN_DB, which would otherwise count as speech for ever)
-    if (level < floorDb) floorDb = level;
-    else floorDb += Math.min(level - floorDb, 0.03);
     loudPolls = speech ? loudPolls + 1 : 0;
     if (ducked) {
       if (speech || level > threshold - ABOVE_FLOOR_DB / 2) quietSince = null;
       else if (quietSince === null) quietSince = now;
-      if (quietSince !== null && now - quietSince >= QUIET_MS) unmute(now);
+      if ((quietSince !== null && now - quietSince >= QUIET_MS) || now - ducked.t >= MAX_MUTE_MS) unmute(now);
       return;
     }
     if (loudPolls < ONSET_POLLS || !enabledByUser()) return;
@@ -136,7 +139,7 @@
       const stream = await orig(constraints);
       const a = stream.getAudioTracks()[0];
       if (a) {
-        try { mic = analyse(a); floorDb = -60; loudPolls = 0; ensureTimer(); } catch (_) { mic = null; }
+        try { mic = analyse(a); recent.length = 0; loudPolls = 0; ensureTimer(); } catch (_) { mic = null; }
       }
       return stream;
     };
