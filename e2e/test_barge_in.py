@@ -34,18 +34,23 @@ INTERRUPT_AFTER_MS = 800.0
 """The second utterance starts this long after the assistant's audio became audible."""
 
 
+def _ask_the_long_question(tab: OmniPage, clips: dict) -> float:
+    """Start (mic only) and ask the long question; returns the page time (ms) its answer became audible."""
+    tab.start(camera=False)
+    tab.wait_session()
+    tab.sleep_until(tab.now_ms() + 1500)
+    start, _ = tab.say(clips["long"])
+    return wait_until(lambda: first_rise(tab.rms(), start), 60, what="the answer's audio")
+
+
 def _talk_over_the_answer(tab: OmniPage, clips: dict) -> tuple[float, float]:
-    """Start (mic only), ask the long question, and start the interruption
-    :data:`INTERRUPT_AFTER_MS` after its answer became audible.
+    """Ask the long question and start the interruption :data:`INTERRUPT_AFTER_MS` after its
+    answer became audible.
 
     Returns:
         Page times (ms) of the interruption's speech onset and of the end of its clip.
     """
-    tab.start(camera=False)
-    tab.wait_session()
-    tab.sleep_until(tab.now_ms() + 1500)
-    start1, _ = tab.say(clips["long"])
-    rise = wait_until(lambda: first_rise(tab.rms(), start1), 60, what="the first answer's audio")
+    rise = _ask_the_long_question(tab, clips)
     tab.sleep_until(rise + INTERRUPT_AFTER_MS)
     assert tab.ducks() == [], "the page muted the assistant although the user spoke before it answered"
     start2, end2 = tab.say(clips["interrupt"])
@@ -86,11 +91,7 @@ def test_force_listen_route_silences_the_assistant(ui_server, pw, clips):
     browser = launch(pw)
     try:
         tab = OmniPage(browser, ui_server.base_url, scripted_mic=True).open()
-        tab.start(camera=False)
-        tab.wait_session()
-        tab.sleep_until(tab.now_ms() + 1500)
-        start, _ = tab.say(clips["long"])
-        rise = wait_until(lambda: first_rise(tab.rms(), start), 60, what="the answer's audio")
+        rise = _ask_the_long_question(tab, clips)
         tab.sleep_until(rise + 500)
         t_click = tab.now_ms()
         r = httpx.post(f"{ui_server.base_url}/webrtc/force_listen", json={"webrtc_id": tab.webrtc_id()}, timeout=10)
@@ -138,11 +139,7 @@ def test_a_cough_mutes_briefly_and_the_answer_goes_on(ui_server, pw, clips, medi
     browser = launch(pw)
     try:
         tab = OmniPage(browser, ui_server.base_url, scripted_mic=True).open()
-        tab.start(camera=False)
-        tab.wait_session()
-        tab.sleep_until(tab.now_ms() + 1500)
-        start1, _ = tab.say(clips["long"])
-        rise = wait_until(lambda: first_rise(tab.rms(), start1), 60, what="the answer's audio")
+        rise = _ask_the_long_question(tab, clips)
         tab.sleep_until(rise + 400)
         t_burst, _ = tab.say(burst)
         duck = wait_until(lambda: next(iter(tab.ducks()), None), 5, what="the page to mute")
