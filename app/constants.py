@@ -16,6 +16,8 @@ Sources:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final
 
 INPUT_SAMPLE_RATE_HZ: Final[int] = 16_000
@@ -69,6 +71,17 @@ VISION_TILE_PX: Final[int] = 448
 
 DEFAULT_INSTRUCTIONS: Final[str] = "Streaming Omni Conversation."
 """vLLM-Omni's default duplex session instructions."""
+
+BETA_SERVER_EVENT_ALIASES: Final[Mapping[str, str]] = MappingProxyType({
+    "response.audio.delta": "response.output_audio.delta",
+    "response.audio.done": "response.output_audio.done",
+    "response.audio_transcript.delta": "response.output_audio_transcript.delta",
+    "response.audio_transcript.done": "response.output_audio_transcript.done",
+    "response.text.delta": "response.output_text.delta",
+    "response.text.done": "response.output_text.done",
+})
+"""Beta (pre-GA) server event name -> GA name (vLLM-Omni's earlier builds, demo and tests);
+used by the server-event decoder and by the client."""
 
 
 def ms_to_samples(ms: float, rate_hz: int) -> int:

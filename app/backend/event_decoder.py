@@ -31,27 +31,16 @@ from typing import Any, ClassVar
 import numpy as np
 
 from app.backend import events as E
-from app.constants import OUTPUT_SAMPLE_RATE_HZ
+from app.constants import BETA_SERVER_EVENT_ALIASES, OUTPUT_SAMPLE_RATE_HZ
 from app.media import MediaError, pcm16_to_float
 
 __all__ = [
-    "BETA_SERVER_EVENT_ALIASES",
     "EventDecodeError",
     "RawEvent",
     "WireAudioDelta",
     "decode_event",
     "decode_event_json",
 ]
-
-BETA_SERVER_EVENT_ALIASES: dict[str, str] = {
-    "response.audio.delta": "response.output_audio.delta",
-    "response.audio.done": "response.output_audio.done",
-    "response.audio_transcript.delta": "response.output_audio_transcript.delta",
-    "response.audio_transcript.done": "response.output_audio_transcript.done",
-    "response.text.delta": "response.output_text.delta",
-    "response.text.done": "response.output_text.done",
-}
-"""Beta (pre-GA) server event name -> GA name (vLLM-Omni's earlier builds, demo and tests)."""
 
 _PCM16_FORMATS = frozenset({"pcm16", "pcm_s16le", "s16le", "audio/pcm", "pcm"})
 _F32_FORMATS = frozenset({"pcm_f32le", "f32le", "float32"})

@@ -16,16 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-# Beta (pre-GA) server event names and their GA equivalents.
-BETA_EVENT_ALIASES: Final[Mapping[str, str]] = {
-    "response.audio.delta": "response.output_audio.delta",
-    "response.audio.done": "response.output_audio.done",
-    "response.audio_transcript.delta": "response.output_audio_transcript.delta",
-    "response.audio_transcript.done": "response.output_audio_transcript.done",
-    "response.text.delta": "response.output_text.delta",
-    "response.text.done": "response.output_text.done",
-}
-"""Beta server event type -> GA event type."""
+from app.constants import BETA_SERVER_EVENT_ALIASES
 
 AUDIO_DELTA: Final[str] = "response.output_audio.delta"
 AUDIO_DONE: Final[str] = "response.output_audio.done"
@@ -47,7 +38,7 @@ def canonical_type(event_type: object) -> str:
     """
     if not isinstance(event_type, str):
         return ""
-    return BETA_EVENT_ALIASES.get(event_type, event_type)
+    return BETA_SERVER_EVENT_ALIASES.get(event_type, event_type)
 
 
 def event_type(event: Mapping[str, Any]) -> str:

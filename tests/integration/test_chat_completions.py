@@ -14,30 +14,14 @@ import av
 import numpy as np
 import pytest
 import soundfile as sf
-from openai import OpenAI
 from PIL import Image, ImageDraw, ImageFont
 
-from app.constants import INPUT_SAMPLE_RATE_HZ, OUTPUT_SAMPLE_RATE_HZ
-from app.media import resample, to_data_url
+from app.constants import OUTPUT_SAMPLE_RATE_HZ
+from app.media import to_data_url
 from tests.conftest import espeak_wav
+from tests.integration.rt_helpers import transcribe_24k
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def client(server) -> OpenAI:
-    return OpenAI(base_url=server.base_url + "/v1", api_key="EMPTY", max_retries=0, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def model(deploy_config) -> str:
-    return deploy_config.server.served_model_name
-
-
-def hear(tiny_family, audio_24k: np.ndarray) -> str:
-    """What the bundled ASR hears in a 24 kHz reply."""
-    return tiny_family.thinker.transcribe(resample(audio_24k.astype(np.float32), OUTPUT_SAMPLE_RATE_HZ,
-                                                   INPUT_SAMPLE_RATE_HZ))
 
 
 def wav_b64(path) -> str:
@@ -79,7 +63,7 @@ def test_spoken_question_non_streaming(client, model, question_wav, tiny_family)
     assert abs(audio.expires_at - (t0 + 24 * 3600)) < 120
     pcm, rate = sf.read(io.BytesIO(base64.b64decode(audio.data)), dtype="float32")
     assert rate == OUTPUT_SAMPLE_RATE_HZ and pcm.ndim == 1 and pcm.size / rate > 0.5
-    assert "paris" in hear(tiny_family, pcm).lower()
+    assert "paris" in transcribe_24k(tiny_family, pcm).lower()
     assert resp.usage.prompt_tokens > 0 and resp.usage.completion_tokens > 0
     assert resp.usage.total_tokens == resp.usage.prompt_tokens + resp.usage.completion_tokens
     assert extra["audio_duration_s"] == pytest.approx(pcm.size / rate, abs=1e-3)

@@ -12,22 +12,11 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from openai import OpenAI
 
 from app.constants import INPUT_SAMPLE_RATE_HZ, OUTPUT_SAMPLE_RATE_HZ
 from app.media import resample
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def client(server) -> OpenAI:
-    return OpenAI(base_url=server.base_url + "/v1", api_key="EMPTY", max_retries=0, timeout=300)
-
-
-@pytest.fixture(scope="module")
-def model(deploy_config) -> str:
-    return deploy_config.server.served_model_name
 
 
 def sse_events(resp: httpx.Response) -> list[str]:

@@ -18,7 +18,6 @@ import io
 import json
 import threading
 import time
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -28,8 +27,6 @@ import pytest
 import soundfile as sf
 import uvicorn
 import websockets
-from fastapi import FastAPI, Request
-from fastapi.responses import StreamingResponse
 
 from app.backend import commands as C
 from app.backend import events as E
@@ -39,7 +36,13 @@ from app.client.protocol import DuplexProtocolError
 from app.config import RemoteConfig, load_deploy_config
 from app.constants import INPUT_SAMPLE_RATE_HZ, OUTPUT_SAMPLE_RATE_HZ
 from tests.conftest import espeak_wav
-from tests.integration.rt_helpers import assert_invariants, response_audio, silence, types, wav_pcm16
+from tests.integration.rt_helpers import (
+    assert_invariants,
+    response_audio,
+    silence,
+    types,
+    wav_pcm16,
+)
 from tests.live_server import LiveServer, free_port
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -56,42 +59,11 @@ def front_config(remote_url: str, **remote: Any) -> Any:
 
 
 def build_front_app(config: Any) -> Any:
-    """Server A's app: ``build_app`` once it chooses RemoteEngine, else the same parts by hand."""
+    """Server A's app: ``build_app`` on the remote config (it must choose the RemoteEngine)."""
     from app.server import build_app
 
     app = build_app(config, with_ui=False)
-    if isinstance(app.state.engine, RemoteEngine):
-        return app
-    from app.api import ops as ops_api
-    from app.api import realtime as realtime_api
-    from app.api.errors import install_error_handlers
-
-    engine = RemoteEngine(config)
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI):
-        await engine.start()
-        try:
-            yield
-        finally:
-            await engine.stop()
-
-    app = FastAPI(lifespan=lifespan)
-    app.state.engine = engine
-    install_error_handlers(app)
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> Any:  # identical to the proposed chat-route patch
-        body = json.loads(await request.body())
-        status, headers, chunks = await engine.forward_chat(body, bool(body.get("stream")))
-        return StreamingResponse(chunks, status_code=status, headers=headers)
-
-    @app.get("/v1/models")
-    async def models() -> Any:
-        return await engine.models()
-
-    app.include_router(realtime_api.router)
-    app.include_router(ops_api.router)
+    assert isinstance(app.state.engine, RemoteEngine)
     return app
 
 
