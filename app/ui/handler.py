@@ -399,6 +399,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         cut = self.playback.clear(response_id)
         if self._clear_queue is not None:
             self.clear_queue()
+        if cut:
+            self._tell_page({"type": "flush", "response_ids": cut})
         s = self.session
         for rid in cut:
             self.view.mark_interrupted(rid)
@@ -406,6 +408,21 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                 heard = max(0.0, self.playback.played_ms.get(rid, 0.0) - ahead_ms)
                 s.submit(C.PlaybackAck(type="playback.ack", response_id=rid, played_ms=heard, truncate=True))
         self._wake.set()
+
+    def _tell_page(self, message: dict[str, Any]) -> None:
+        """Send one JSON message to the page over FastRTC's data channel (best effort).
+
+        ``{"type": "flush", "response_ids": [...]}`` tells the page's local barge-in
+        (``assets/barge_in.js``) that the server dropped those replies' queued speech, so a mute
+        it made was a real barge-in. FastRTC's page component ignores message types it does not know.
+        """
+        channel = getattr(self, "channel", None)
+        if channel is None or getattr(channel, "readyState", "open") != "open":
+            return
+        try:
+            channel.send(json.dumps(message))
+        except Exception:  # the peer may be going away; the page then needs no notice
+            log.debug("webrtc %s: could not send %s", self.webrtc_id, message.get("type"), exc_info=True)
 
     def force_listen(self) -> bool:
         """The page's "force listen": cancel the response (``barge_in``) and go silent now."""

@@ -7,6 +7,7 @@ captions / flush mapping of :class:`app.ui.handler.OmniHandler`.
 from __future__ import annotations
 
 import asyncio
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -146,6 +147,8 @@ async def test_handler_maps_events_to_playback_captions_and_flushes(engine):
     h = _handler(engine)
     await h.start_up()
     s = engine.sessions.session
+    sent: list[str] = []
+    h.set_channel(SimpleNamespace(readyState="open", send=sent.append))  # FastRTC's data channel to the page
     h.on_event(E.SpeechStopped(audio_end_ms=500))
     h.on_event(E.AudioDelta(response_id="r1", audio=np.full(RATE, 0.1, np.float32), sample_rate_hz=RATE))
     h.on_event(E.TranscriptDelta(response_id="r1", delta="The capital is Paris."))
@@ -163,6 +166,9 @@ async def test_handler_maps_events_to_playback_captions_and_flushes(engine):
     assert not h.playback.has_audio() and h.cleared >= 1
     assert any(isinstance(c, C.PlaybackAck) and c.truncate for c in s.cmds)
     assert h.view.lines[-1].interrupted
+    assert [json.loads(m) for m in sent] == [{"type": "flush", "response_ids": ["r1"]}]  # the page's barge-in
+    h.on_event(E.OutputAudioCleared(response_id="r1"))  # nothing left to cut: the page is not told again
+    assert len(sent) == 1
     # soft interrupt of a new response
     h.on_event(E.AudioDelta(response_id="r2", audio=np.full(RATE, 0.1, np.float32), sample_rate_hz=RATE))
     h.on_event(E.ResponseListen(response_id="r2", reason="user_overlap"))

@@ -11,11 +11,15 @@
 //
 // Active only with "Interrupt as soon as I speak" (window.__omniConfig.localBargeInLabel is that
 // radio label; with "Let the model decide at the next unit" the model keeps its say).
-// False alarms (echo of the assistant that echo cancellation left in the mic, a cough): if the
-// assistant is heard again within CHECK_MS of the unmute, the server did not take it for a
-// barge-in; the speech threshold then rises by FALSE_ALARM_DB (up to MAX_EXTRA_DB) and comes
-// back down by half that after each confirmed barge-in.
-// window.__omni.ducks: [{t, level_db, floor_db, unmuted_at, false_alarm}] for tests and debugging.
+// The server confirms a barge-in: when it drops a reply's queued speech the page handler sends
+// {"type": "flush"} over FastRTC's data channel. A mute with no flush by the time the assistant
+// is heard again after the unmute (within CHECK_MS) was a false alarm (echo of the assistant
+// that echo cancellation left in the mic, a cough): the speech threshold then rises by
+// FALSE_ALARM_DB (up to MAX_EXTRA_DB); it comes back down by half that after each confirmed
+// barge-in. (The answer to the new question may start soon after the unmute: it is not taken
+// for the old reply going on, because the flush came first.)
+// window.__omni.ducks: [{t, level_db, floor_db, unmuted_at, flushed, false_alarm}] for tests
+// and debugging.
 (() => {
   if (window.__omniBargeIn) return;
   window.__omniBargeIn = true;
@@ -84,15 +88,27 @@
     checking = ducked;
     ducked = null;
   }
+  function confirm(entry) {
+    entry.false_alarm = false;
+    extraDb = Math.max(0, extraDb - FALSE_ALARM_DB / 2);
+  }
+  function onServerFlush(now) {
+    const entry = ducked || checking;
+    if (!entry || entry.flushed !== null) return;
+    entry.flushed = now;
+    if (entry === checking) { confirm(entry); checking = null; }
+  }
   function checkUnmute(now) {
     if (!checking) return;
-    if (remote.some((r) => r.lastLoud !== undefined && r.lastLoud > checking.unmuted_at)) {
+    if (checking.flushed !== null) {
+      confirm(checking);
+      checking = null;
+    } else if (remote.some((r) => r.lastLoud !== undefined && r.lastLoud > checking.unmuted_at)) {
       checking.false_alarm = true;  // the reply went on: the server did not hear a barge-in
       extraDb = Math.min(MAX_EXTRA_DB, extraDb + FALSE_ALARM_DB);
       checking = null;
     } else if (now - checking.unmuted_at > CHECK_MS) {
-      checking.false_alarm = false;
-      extraDb = Math.max(0, extraDb - FALSE_ALARM_DB / 2);
+      checking.false_alarm = false;  // the reply had ended anyway: no evidence either way
       checking = null;
     }
   }
@@ -125,7 +141,7 @@
     setMuted(true);
     quietSince = null;
     ducked = { t: now, level_db: Math.round(level), floor_db: Math.round(floorDb), unmuted_at: null,
-               false_alarm: null };
+               flushed: null, false_alarm: null };
     S.ducks.push(ducked);
   }
   function ensureTimer() {
@@ -145,6 +161,17 @@
     };
   }
   if (window.RTCPeerConnection) {
+    const origCDC = RTCPeerConnection.prototype.createDataChannel;
+    RTCPeerConnection.prototype.createDataChannel = function () {
+      const ch = origCDC.apply(this, arguments);
+      ch.addEventListener("message", (ev) => {
+        if (typeof ev.data !== "string" || ev.data.indexOf('"flush"') < 0) return;
+        let m = null;
+        try { m = JSON.parse(ev.data); } catch (_) { return; }
+        if (m && m.type === "flush") onServerFlush(performance.now());
+      });
+      return ch;
+    };
     const origSRD = RTCPeerConnection.prototype.setRemoteDescription;
     RTCPeerConnection.prototype.setRemoteDescription = async function () {
       const out = await origSRD.apply(this, arguments);
