@@ -30,7 +30,9 @@ SessionClosed          drop output, status line
 =====================  ==================================================================
 
 "Drop" is :meth:`OmniHandler.flush_output`: the backlog, FastRTC's ``clear_queue()`` (the lead
-already handed over) and a ``playback.ack`` with ``truncate`` for what was heard. "Force
+already handed over), a ``playback.ack`` with ``truncate`` for what was heard and, when audio
+was cut, ``{"type": "flush"}`` to the page over the data channel (it confirms the page's own
+mute, ``assets/barge_in.js``). "Force
 listen" = flush + ``CancelResponse(type="barge_in")``. Model work never runs here: the session
 and the engine's stage threads do it.
 """
