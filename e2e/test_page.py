@@ -88,3 +88,64 @@ def test_mic_denied_is_explained(ui_server, pw, artifacts):
         tab.screenshot(artifacts / "g_mic_denied.png")
     finally:
         browser.close()
+
+
+def test_start_clicked_again_while_connecting_opens_one_conversation(ui_server, pw, artifacts):
+    """A second click on Start while FastRTC still shows "Connecting…" is ignored: one session
+    opens (FastRTC alone would open a second connection and orphan the first), the page shows
+    its status, and Stop frees the slot at once."""
+    def active() -> int:
+        return httpx.get(ui_server.base_url + "/health", timeout=10).json()["sessions"]["active"]
+
+    wait_until(lambda: active() == 0, 20, what="no conversation left by other tests")
+    browser = launch(pw)
+    try:
+        tab = OmniPage(browser, ui_server.base_url, scripted_mic=True).open()
+        tab.page.click("#camera-mode label:has-text('Mic only')")
+        tab.page.wait_for_selector("#webrtc-audio", state="visible")
+        access = tab.page.query_selector("#webrtc-audio button:has-text('Click to Access')")
+        if access is not None:
+            access.click()
+        tab.page.wait_for_selector("#webrtc-audio button[aria-label='start stream']")
+        # the second click lands after the first connection's offer went out, while the answer and
+        # ICE are still pending (FastRTC alone then starts another connection, keeping the first)
+        spinner_at_second_click = tab.page.evaluate("""async () => {
+            const b = () => document.querySelector("#webrtc-audio button[aria-label='start stream']");
+            const before = window.__omni.webrtcId;
+            b().click();
+            while (window.__omni.webrtcId === before) await new Promise((r) => setTimeout(r, 1));
+            const spinner = !!b().querySelector("[title=spinner]");
+            b().click();
+            return spinner;
+        }""")
+        assert spinner_at_second_click, "connected before the second click: nothing was tested"
+        tab.wait_session()
+        wait_until(lambda: "listening" in tab.text("#status-box").lower(), 20, what="the page's status")
+        tab.page.wait_for_timeout(4000)  # > the handler's 3 s wait for page inputs (an orphan opens then)
+        assert active() == 1
+        assert tab.page.evaluate("window.__omni.ignoredClicks") == 1
+        assert "listening" in tab.text("#status-box").lower()
+        tab.screenshot(artifacts / "h_start_twice.png")
+        tab.stop()
+        wait_until(lambda: active() == 0, 5, what="Stop to free the conversation slot")
+    finally:
+        browser.close()
+
+
+def test_closing_the_tab_frees_the_conversation_slot_at_once(ui_server, pw):
+    """Closing the tab without pressing Stop: the page closes its WebRTC connection on
+    ``pagehide``, so the server frees the slot in well under its 15 s input-stall timeout."""
+    def active() -> int:
+        return httpx.get(ui_server.base_url + "/health", timeout=10).json()["sessions"]["active"]
+
+    wait_until(lambda: active() == 0, 20, what="no conversation left by other tests")
+    browser = launch(pw)
+    try:
+        tab = OmniPage(browser, ui_server.base_url, scripted_mic=True).open()
+        tab.start(camera=False)
+        tab.wait_session()
+        assert active() == 1
+        tab.page.close()
+        wait_until(lambda: active() == 0, 3, what="the slot to be freed after the tab closed")
+    finally:
+        browser.close()

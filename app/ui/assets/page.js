@@ -2,7 +2,12 @@
 //  * a banner (#omni-alert) for messages the page must not hide in a toast: microphone/camera
 //    denied (getUserMedia NotAllowedError) and server messages on the WebRTC data channel
 //    ("Server is full", errors, warnings);
-//  * window.__omni: {webrtcId, alerts, gumAt} for tests and debugging.
+//  * a second click on Start while the stream is still connecting is ignored: FastRTC's
+//    component would open another connection and leave the first one running (it holds a
+//    conversation slot until the server's input-stall timeout);
+//  * closing or leaving the page closes its WebRTC connections (pagehide), so the server frees
+//    the conversation slot at once instead of after its input-stall timeout;
+//  * window.__omni: {webrtcId, alerts, gumAt, ignoredClicks} for tests and debugging.
 (() => {
   if (window.__omniPageHooks) return;
   window.__omniPageHooks = true;
@@ -55,10 +60,26 @@
       banner("This browser cannot capture audio here (the page needs https or localhost).", "error"));
   }
 
+  S.ignoredClicks = S.ignoredClicks || 0;
+  document.addEventListener("click", (ev) => {
+    const button = ev.target && ev.target.closest && ev.target.closest("button[aria-label='start stream']");
+    if (button && button.querySelector("[title=spinner]")) {  // FastRTC's "connecting" state
+      ev.stopImmediatePropagation();
+      ev.preventDefault();
+      S.ignoredClicks += 1;
+    }
+  }, true);
+
   if (window.RTCPeerConnection) {
     const origCDC = RTCPeerConnection.prototype.createDataChannel;
+    const pcs = new Set();
     RTCPeerConnection.prototype.createDataChannel = function () {
       const ch = origCDC.apply(this, arguments);
+      const pc = this;
+      pcs.add(pc);
+      pc.addEventListener("connectionstatechange", () => {
+        if (pc.connectionState === "closed" || pc.connectionState === "failed") pcs.delete(pc);
+      });
       ch.addEventListener("message", (ev) => {
         let m = null;
         try { m = JSON.parse(ev.data); } catch (_) { return; }
@@ -68,6 +89,10 @@
       });
       return ch;
     };
+    window.addEventListener("pagehide", () => {
+      for (const pc of pcs) { try { pc.close(); } catch (_) {} }
+      pcs.clear();
+    });
   }
 
   // keep the newest caption in view
