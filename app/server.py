@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from app.api import chat as chat_api
 from app.api import ops as ops_api
 from app.api import realtime as realtime_api
-from app.api.errors import install_error_handlers
+from app.api.errors import install_api_fallback, install_error_handlers
 from app.backend.remote import make_engine
 from app.backend.stages import ModelFamily
 
@@ -47,6 +47,7 @@ def build_app(config: Any, *, family: ModelFamily | None = None, with_ui: bool =
     app.include_router(chat_api.router)
     app.include_router(realtime_api.router)
     app.include_router(ops_api.router)
+    install_api_fallback(app)  # after the API routes, before the page at /
     if with_ui:
         from app.ui.page import mount_ui
 

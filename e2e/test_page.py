@@ -27,6 +27,9 @@ def test_api_routes_win_over_the_page(ui_server):
     m = httpx.get(base + "/metrics", timeout=10)
     assert m.status_code == 200 and m.headers["content-type"].startswith("text/plain")
     assert httpx.get(base + "/v1/models", timeout=10).json()["object"] == "list"
+    wrong = httpx.get(base + "/v1/chat/completions", timeout=10)  # not the page's {"detail": ...}
+    assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
+    assert httpx.get(base + "/v1/nope", timeout=10).json()["error"]["code"] == "unknown_url"
     page = httpx.get(base + "/", timeout=10)
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     # FastRTC's API route is mounted on the same app

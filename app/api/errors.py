@@ -7,6 +7,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.routing import Match, Mount
 
 log = logging.getLogger(__name__)
 
@@ -62,3 +63,38 @@ def install_error_handlers(app: FastAPI) -> None:
         log.exception("unhandled error")
         err = APIError(500, f"internal error: {type(exc).__name__}: {exc}", code="internal_error", type="server_error")
         return JSONResponse(err.body(), status_code=500)
+
+
+UNKNOWN_API_PATH = "/v1/{rest:path}"
+
+
+def install_api_fallback(app: FastAPI) -> None:
+    """Answer unknown ``/v1/...`` requests with OpenAI-style bodies (call after the API routes).
+
+    Without it the page mounted at ``/`` would answer them with its own ``{"detail": "Not Found"}``
+    (a wrong method on a known path included). The answers: 405 ``method_not_allowed`` (with an
+    ``Allow`` header) for a known path, 426 ``websocket_required`` for a WebSocket-only path, else
+    404 ``unknown_url`` with OpenAI's wording, ``Invalid URL (GET /v1/...)``.
+    """
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+    def served(request: Request, **change: str) -> bool:
+        scope = {**request.scope, **change}
+        return any(r.matches(scope)[0] is Match.FULL for r in request.app.router.routes
+                   if not isinstance(r, Mount) and getattr(r, "path", None) != UNKNOWN_API_PATH)
+
+    async def unknown(request: Request) -> JSONResponse:
+        path, method = request.url.path, request.method
+        allowed = [m for m in methods if m != method and served(request, method=m)]
+        if allowed:
+            err = APIError(405, f"{method} is not allowed on {path}; use {', '.join(allowed)}",
+                           code="method_not_allowed")
+            return JSONResponse(err.body(), status_code=405, headers={"Allow": ", ".join(allowed)})
+        if served(request, type="websocket"):
+            err = APIError(426, f"{path} is a WebSocket endpoint: connect with a WebSocket client (ws:// or wss://)",
+                           code="websocket_required")
+            return JSONResponse(err.body(), status_code=426, headers={"Upgrade": "websocket"})
+        err = APIError(404, f"Invalid URL ({method} {path})", code="unknown_url")
+        return JSONResponse(err.body(), status_code=404)
+
+    app.add_api_route(UNKNOWN_API_PATH, unknown, methods=methods, include_in_schema=False)

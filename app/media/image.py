@@ -101,8 +101,10 @@ def decode_image(data: bytes, *, max_bytes: int, max_pixels: int) -> np.ndarray:
             raise MediaError(
                 TOO_LARGE, f"image too large: {exc}", param="max_pixels"
             ) from exc
+        except UnidentifiedImageError as exc:  # Pillow's message names an in-memory object: not useful
+            raise MediaError(BAD_IMAGE, "cannot decode image: not a format Pillow recognises "
+                                        "(send PNG, JPEG, WebP, GIF or BMP)") from exc
         except (
-            UnidentifiedImageError,
             OSError,
             ValueError,
             SyntaxError,

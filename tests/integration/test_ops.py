@@ -44,3 +44,17 @@ def test_retrieve_model(server):
     assert httpx.get(f"{server.base_url}/v1/models/{name}").json()["id"] == name
     r = httpx.get(f"{server.base_url}/v1/models/nope")
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+
+
+def test_unknown_api_requests_get_openai_error_bodies(server):
+    base = server.base_url
+    r = httpx.get(base + "/v1/chat/completions")
+    assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+    assert r.headers["allow"] == "POST"
+    r = httpx.post(base + "/v1/embeddings", json={"input": "x"})
+    assert r.status_code == 404 and r.json()["error"] == {
+        "message": "Invalid URL (POST /v1/embeddings)", "type": "invalid_request_error", "param": None,
+        "code": "unknown_url"}
+    r = httpx.get(base + "/v1/realtime")  # a plain HTTP request to the WebSocket route
+    assert r.status_code == 426 and r.json()["error"]["code"] == "websocket_required"
+    assert httpx.get(base + "/v1/models").status_code == 200  # known routes are untouched

@@ -63,6 +63,7 @@ def test_decode_bad_bytes() -> None:
             decode_image(bad, max_bytes=BIG, max_pixels=BIG)
         assert err.value.code == "bad_image"
         assert isinstance(err.value, ValueError)
+        assert " at 0x" not in str(err.value)  # no Python object repr in a client-facing message
 
 
 def test_decode_limits() -> None:
