@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import subprocess
-import sys
 import time
 
 import av
@@ -178,17 +176,3 @@ async def test_realtime_demo_with_video_and_frame_stacking(server, speech_dir, t
     # the base frame and its composite both reached the server and were counted as vision tokens
     units = [e for e in events if e["type"] == "session.unit_metrics"]
     assert units[-1]["context_tokens"] > 12 * len(units) + 66 * len(units)
-
-
-def test_realtime_demo_cli(server, question_wav, tmp_path):
-    out = tmp_path / "cli"
-    proc = subprocess.run(
-        [sys.executable, "-m", "app", "realtime-demo", "--url", server.base_url, "--input-wav", str(question_wav),
-         "--output-dir", str(out), "--no-realtime-pacing", "--require-audio"],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads((out / "result.json").read_text())
-    assert result["ok"] and result["model_decision"] == "speak"
-    assert "paris" in result["transcript"].lower()
-    assert result["audio_duration_s"] > 0.5
