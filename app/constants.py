@@ -94,7 +94,7 @@ def ms_to_samples(ms: float, rate_hz: int) -> int:
     Returns:
         ``round(ms * rate_hz / 1000)`` samples.
     """
-    return int(round(ms * rate_hz / 1000.0))
+    return int(round(ms * rate_hz / 1000.0))  # noqa: RUF046 - int even for NumPy scalars
 
 
 def samples_to_ms(samples: int, rate_hz: int) -> float:

@@ -45,7 +45,7 @@ class LiveServer:
         """The server's engine."""
         return self.app.state.engine
 
-    def start(self, timeout_s: float = 120.0) -> "LiveServer":
+    def start(self, timeout_s: float = 120.0) -> LiveServer:
         """Start and wait until ``/health`` answers 200."""
         self._thread.start()
         deadline = time.monotonic() + timeout_s

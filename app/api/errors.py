@@ -24,7 +24,7 @@ class APIError(Exception):
     """
 
     def __init__(self, status: int, message: str, *, code: str, param: str | None = None,
-                 type: str = "invalid_request_error") -> None:  # noqa: A002
+                 type: str = "invalid_request_error") -> None:
         super().__init__(message)
         self.status = status
         self.message = message

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -178,21 +178,7 @@ class AppendArrays:
 
 
 Command = Annotated[
-    Union[
-        SessionUpdate,
-        AudioAppend,
-        Commit,
-        ClearInput,
-        CancelResponse,
-        TurnSignal,
-        ResponseCreate,
-        PlaybackAck,
-        Heartbeat,
-        EventAck,
-        CloseSession,
-        TextAppend,
-        SessionResume,
-    ],
+    SessionUpdate | AudioAppend | Commit | ClearInput | CancelResponse | TurnSignal | ResponseCreate | PlaybackAck | Heartbeat | EventAck | CloseSession | TextAppend | SessionResume,
     Field(discriminator="type"),
 ]
 

@@ -72,7 +72,7 @@ class ContextWindow:
         evicted: list[str] = []
         if self.total > self._watermark:
             while self._units and self.total > self._watermark:
-                k, t = self._units.popleft()
+                _, t = self._units.popleft()
                 self._units_total -= t
                 self.evicted_units += 1
             oldest = self._units[0][0] if self._units else unit_index + 1

@@ -89,7 +89,7 @@ class Engine:
             vad_factory = getattr(self.family.thinker, "vad_factory", None)
             if vad_factory is None:
                 raise FamilyUnavailable(f"family '{caps.name}' declares no turn policy")
-            factory = lambda tcfg: VadTurnPolicy(vad_factory(), tcfg)  # noqa: E731
+            factory = lambda tcfg: VadTurnPolicy(vad_factory(), tcfg)
         deps = SessionDeps(
             pipeline=self.pipeline,
             config=cfg,

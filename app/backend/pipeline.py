@@ -110,8 +110,10 @@ class StageWorker:
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):
+            except asyncio.CancelledError:
                 pass
+            except Exception:  # the loop had already failed; /health reported it
+                log.debug("stage %s loop ended with an error", self.name, exc_info=True)
         while not self._inbox.empty():
             item = self._inbox.get_nowait()
             if not item.future.done():

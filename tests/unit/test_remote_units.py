@@ -15,10 +15,20 @@ import pytest
 from app.backend import commands as C
 from app.backend import events as E
 from app.backend.engine import Engine, FamilyUnavailable
-from app.backend.remote import RemoteEngine, make_engine, missing_vllm_modules, realtime_url
+from app.backend.remote import (
+    RemoteEngine,
+    make_engine,
+    missing_vllm_modules,
+    realtime_url,
+)
 from app.backend.remote.chat import forward_chat
 from app.backend.remote.inprocess import vllm_deploy_yaml
-from app.backend.remote.wire import AppendEncoder, RefAudioError, load_ref_audio, session_update_wire
+from app.backend.remote.wire import (
+    AppendEncoder,
+    RefAudioError,
+    load_ref_audio,
+    session_update_wire,
+)
 from app.config import RemoteConfig, load_deploy_config
 from app.media import decode_base64, decode_image, encode_wav
 

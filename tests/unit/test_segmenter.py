@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from app.backend.segmenter import segment_text
@@ -74,7 +76,7 @@ def test_segments_are_filled_near_limit() -> None:
     text = SAMPLES[6]
     segs = segment_text(text)
     # All but the last segment: adding the next word would have exceeded the limit.
-    for seg, nxt in zip(segs, segs[1:], strict=False):
+    for seg, nxt in itertools.pairwise(segs):
         assert (
             _visible(seg) + 1 + len(nxt.split()[0]) > MAX_SEGMENT_CHARS
             or seg.rstrip()[-1] in ".,;:!?"

@@ -18,7 +18,13 @@ import soxr
 from app.backend.models.tiny import load_tiny_family, warmup
 from app.backend.models.tiny.family import TinyThinker
 from app.backend.models.tiny.vad import SileroVad, vad_window_ms
-from app.backend.stages import FamilyCapabilities, ModelFamily, SamplingParams, ThinkerPrompt, Turn
+from app.backend.stages import (
+    FamilyCapabilities,
+    ModelFamily,
+    SamplingParams,
+    ThinkerPrompt,
+    Turn,
+)
 from app.constants import ALLOWED_UNIT_MS, INPUT_SAMPLE_RATE_HZ, OUTPUT_SAMPLE_RATE_HZ
 
 pytestmark = pytest.mark.slow

@@ -123,7 +123,7 @@ def _check_config(config: dict | None) -> dict[str, Any]:
     if not isinstance(score, (int, float)) or not 0.0 <= float(score) <= 1.0:
         raise ValueError(f"ocr_min_score must be in [0, 1], got {score!r}")
     if not isinstance(cfg["parallel_load"], bool):
-        raise ValueError(f"parallel_load must be a bool, got {cfg['parallel_load']!r}")
+        raise ValueError(f"parallel_load must be a bool, got {cfg['parallel_load']!r}")  # noqa: TRY004 - as above
     return cfg
 
 

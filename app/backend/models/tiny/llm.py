@@ -301,7 +301,7 @@ class GemmaLlm:
                 max_tokens=params.max_tokens,
                 temperature=params.temperature,
                 top_p=params.top_p,
-                top_k=params.top_k if params.top_k > 0 else 0,
+                top_k=max(0, params.top_k),
                 min_p=0.0,
                 repeat_penalty=params.repetition_penalty,
                 seed=params.seed,
