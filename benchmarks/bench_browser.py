@@ -9,11 +9,13 @@ What is measured (Playwright + Debian Chromium, headless, fake devices; the app'
   50 ms poll at which the assistant's audio, measured in the page (``AnalyserNode`` RMS of the
   remote WebRTC track), is above 0.01. Reported: p50 (and the server-side first-audio figure the
   page shows, from the session's ``speech_stopped`` to the first audio delta).
-* **(b) Barge-in**: a question; 0.8 s after the answer becomes audible in the page, a second
-  utterance ("Wait, stop. What is two plus two?"). From the onset of that utterance's speech to
-  the start of a >= 600 ms stretch of silence in the page. Samples where the assistant was not
-  audible at the onset (it had finished by itself) are kept in the JSON and left out. Reported:
-  p95 (and p50).
+* **(b) Barge-in**: in a new conversation each time, a question; 0.6-1.2 s (cycled) after the answer
+  becomes audible in the page, a second utterance ("Wait, stop. What is two plus two?"). From the onset
+  of that utterance's speech to the start of a >= 600 ms stretch of silence in the page; then
+  the wait for the interruption's own answer. A sample counts when the assistant was audible at
+  the onset and the server cut its reply (the page got the handler's ``flush`` message); the
+  others (the reply ended by itself) are kept in the JSON and left out, until N count (at most
+  2N tries). Reported: p95 (and p50), the page's own mute and the server flush times.
 
 The server is ``python -m app serve`` as a subprocess (default ``configs/tiny.yaml``, bound to
 0.0.0.0 because WebRTC needs a non-loopback ICE candidate; the page is opened on 127.0.0.1).
@@ -35,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -72,7 +76,10 @@ QUESTIONS = (
 
 LONG_QUESTION = "What do you know about the sun?"
 INTERRUPTION = "Wait, stop. What is two plus two?"
-INTERRUPT_AFTER_MS = 800.0
+INTERRUPT_AFTER_MS = (600.0, 700.0, 800.0, 900.0, 1000.0, 1100.0, 1200.0)
+"""The interruption starts this long after the answer became audible (cycled): in a new
+conversation the answer is the same each time, and one fixed delay would always land on the
+same word (or the same gap between words)."""
 ANSWER_TIMEOUT_S = 60.0
 SETTLE_SILENCE_MS = 1500.0
 """Between turns: wait until the page has been silent this long (the previous answer is over)."""
@@ -115,18 +122,42 @@ def _latency_turn(tab: OmniPage, clip: Path) -> dict[str, Any]:
     return sample
 
 
-def _barge_turn(tab: OmniPage, long_clip: Path, interrupt_clip: Path) -> dict[str, Any]:
+def _barge_turn(tab: OmniPage, long_clip: Path, interrupt_clip: Path, after_ms: float) -> dict[str, Any]:
     start, _ = tab.say(long_clip)
     rise = wait_until(lambda: first_rise(tab.rms(), start), ANSWER_TIMEOUT_S, what="the answer's audio")
-    tab.sleep_until(rise + INTERRUPT_AFTER_MS)
-    start2, _ = tab.say(interrupt_clip)
+    tab.sleep_until(rise + after_ms)
+    start2, end2 = tab.say(interrupt_clip)
     onset = start2 + speech_span(interrupt_clip)[0] * 1000.0
     silent = wait_until(lambda: silence_from(tab.rms(), onset), 15, what="silence after the barge-in")
     speaking = audible_between(tab.rms(), onset - 300, onset)
-    mutes = [d["t"] for d in tab.ducks() if d["t"] >= onset]
-    return {"barge_in_ms": round(silent - onset, 1), "assistant_audible_at_onset": speaking,
-            "page_mute_after_onset_ms": round(mutes[0] - onset, 1) if mutes else None,
+    mutes = [d for d in tab.ducks() if d["t"] >= onset]
+    flushed = None
+    if mutes:  # the server's confirmation ({"type": "flush"} on the data channel) comes ~0.7 s after the onset
+        try:
+            flushed = wait_until(lambda: next((d["flushed"] for d in tab.ducks()
+                                               if d["t"] == mutes[0]["t"] and d["flushed"]), None),
+                                 5, what="the server's flush")
+        except TimeoutError:
+            flushed = None
+    # the interruption's own answer ("... 4") must be over before the next turn starts: otherwise
+    # the next question lands on that short answer, not on a long one
+    try:
+        wait_until(lambda: first_rise(tab.rms(), end2), ANSWER_TIMEOUT_S, what="the interruption's answer")
+        answered = True
+    except TimeoutError:
+        answered = False
+    return {"interrupt_after_ms": after_ms, "barge_in_ms": round(silent - onset, 1),
+            "assistant_audible_at_onset": speaking,
+            "interruption_answered": answered,
+            "page_mute_after_onset_ms": round(mutes[0]["t"] - onset, 1) if mutes else None,
+            "server_flush_after_onset_ms": round(flushed - onset, 1) if flushed else None,
             "answer_rise_after_question_start_ms": round(rise - start, 1)}
+
+
+def _counts(b: dict[str, Any]) -> bool:
+    """A barge-in sample counts when the assistant was heard at the onset and the server cut its
+    reply (the page got the flush); a short reply that ended by itself just after the onset does not."""
+    return bool(b["assistant_audible_at_onset"] and b["server_flush_after_onset_ms"] is not None)
 
 
 def run(n: int, quick: bool) -> dict[str, Any]:
@@ -162,11 +193,20 @@ def run(n: int, quick: bool) -> dict[str, Any]:
                 latency.append(s)
                 print(f"latency {i + 1}/{n}: {s['ear_to_ear_ms']} ms (heard: {s['heard']!r})", flush=True)
                 _settle(tab)
-            for i in range(n):
-                b = _barge_turn(tab, long_clip, interrupt_clip)
+            while sum(map(_counts, barge)) < n and len(barge) < 2 * n:  # n counted barge-ins
+                # each barge-in in a new conversation: with the earlier turns in its context the tiny
+                # family answers the long question in a few words, and the reply ends by itself
+                tab.stop()
+                wait_until(lambda: httpx.get(f"{srv.base_url}/health", timeout=5).json()["sessions"]["active"] == 0,
+                           20, what="the conversation slot to be freed")
+                tab.start(camera=False)
+                tab.wait_session(60)
+                tab.sleep_until(tab.now_ms() + 1500)
+                b = _barge_turn(tab, long_clip, interrupt_clip, INTERRUPT_AFTER_MS[len(barge) % len(INTERRUPT_AFTER_MS)])
                 barge.append(b)
-                print(f"barge-in {i + 1}/{n}: {b['barge_in_ms']} ms (speaking at onset: "
-                      f"{b['assistant_audible_at_onset']})", flush=True)
+                print(f"barge-in {len(barge)} ({sum(map(_counts, barge))}/{n} counted): {b['barge_in_ms']} ms "
+                      f"(speaking at onset: {b['assistant_audible_at_onset']}, server flush: "
+                      f"{b['server_flush_after_onset_ms']})", flush=True)
                 _settle(tab, 90)
             tab.stop()
             browser.close()
@@ -175,9 +215,10 @@ def run(n: int, quick: bool) -> dict[str, Any]:
 
     e2e = summarize(s["ear_to_ear_ms"] for s in latency)
     srv_first = summarize(s["server_first_audio_ms"] for s in latency)
-    counted = [b for b in barge if b["assistant_audible_at_onset"]]
+    counted = [b for b in barge if _counts(b)]
     bi = summarize(b["barge_in_ms"] for b in counted)
     mute = summarize(b["page_mute_after_onset_ms"] for b in counted)
+    flush = summarize(b["server_flush_after_onset_ms"] for b in counted)
     result.update({
         "finished_at": now_iso(),
         "wall_s": round(time.monotonic() - t0, 1),
@@ -200,7 +241,11 @@ def run(n: int, quick: bool) -> dict[str, Any]:
         "ear_to_ear": {"samples": latency, "summary_ms": e2e, "server_first_audio_summary_ms": srv_first,
                        "missing": sum(1 for s in latency if s["ear_to_ear_ms"] is None)},
         "barge_in": {"samples": barge, "summary_ms": bi, "page_mute_summary_ms": mute,
-                     "excluded_not_speaking": sum(1 for b in barge if not b["assistant_audible_at_onset"])},
+                     "server_flush_summary_ms": flush,
+                     "excluded_not_speaking": sum(1 for b in barge if not b["assistant_audible_at_onset"]),
+                     "interruptions_answered": sum(1 for b in barge if b["interruption_answered"]),
+                     "excluded_reply_ended_by_itself": sum(1 for b in barge if b["assistant_audible_at_onset"]
+                                                           and b["server_flush_after_onset_ms"] is None)},
         "metrics": [
             metric("browser_e2e_p50", "Ear-to-ear latency (end of question -> audible answer in the page), p50",
                    e2e["p50"], "ms", "<=", TARGETS["ear_to_ear_p50_ms"], n=e2e["n"]),
@@ -213,7 +258,11 @@ def run(n: int, quick: bool) -> dict[str, Any]:
              "the browser jitter buffer and the 50 ms RMS poll."),
             ("Barge-in: the page mutes the assistant's WebRTC track itself when its mic carries ~60 ms of "
              "speech energy while the assistant plays (app/ui/assets/barge_in.js; page_mute_after_onset_ms per "
-             "sample); the server's VAD onset (min_speech_ms) and flush follow ~0.6 s later. The figure is the "
+             "sample); the server's VAD onset (min_speech_ms) and flush follow (server_flush_after_onset_ms: when "
+             "the page got the handler's {type: flush} message, which confirms the mute). Each barge-in runs in "
+             "a new conversation (with earlier turns in context the tiny family answers the long question in a "
+             "few words) and counts only when the server cut the reply (a flush came): a reply that ended by "
+             "itself just after the onset is excluded (excluded_reply_ended_by_itself). The figure is the "
              "start of the first >= 600 ms silent stretch after the onset (a pause in the assistant's speech "
              "that runs into the mute counts from the pause), measured with a 43 ms RMS window every 50 ms."),
         ],
@@ -226,6 +275,7 @@ def markdown(result: dict[str, Any]) -> str:
     e, b = result["ear_to_ear"]["summary_ms"], result["barge_in"]["summary_ms"]
     s = result["ear_to_ear"]["server_first_audio_summary_ms"]
     m = result["barge_in"]["page_mute_summary_ms"]
+    fl = result["barge_in"]["server_flush_summary_ms"]
 
     def f(v: Any) -> str:
         return "–" if v is None else f"{v:.0f}"
@@ -241,6 +291,8 @@ def markdown(result: dict[str, Any]) -> str:
          f"{f(b['min'])} | {f(b['max'])} |"),
         (f"| (the page's own mute: user onset -> track muted) | {m['n']} | {f(m['p50'])} | {f(m['p95'])} | "
          f"{f(m['min'])} | {f(m['max'])} |"),
+        (f"| (the server's flush reaches the page: user onset -> flush message) | {fl['n']} | {f(fl['p50'])} | "
+         f"{f(fl['p95'])} | {f(fl['min'])} | {f(fl['max'])} |"),
     ]
     return "\n".join(rows)
 

@@ -25,7 +25,12 @@
     const buf = new Float32Array(an.fftSize);
     const keep = [src, an];
     window.__keep = (window.__keep || []).concat(keep);
-    setInterval(() => {
+    const id = setInterval(() => {
+      if (track.readyState === "ended") {  // a stopped connection: its meter must not add zeros
+        clearInterval(id);
+        src.disconnect();
+        return;
+      }
       an.getFloatTimeDomainData(buf);
       let s = 0;
       for (let i = 0; i < buf.length; i++) s += buf[i] * buf[i];

@@ -398,11 +398,13 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         """Drop queued speech at once (backlog + FastRTC queue); ack what was heard."""
         now = time.monotonic()
         ahead_ms = max(0.0, self.playback.playing_until() - now) * 1000.0
-        cut = self.playback.clear(response_id)
-        if self._clear_queue is not None:
-            self.clear_queue()
+        cut = self.playback.clear(response_id, now)
+        log.debug("webrtc %s: flush %s: cut %s (%.0f ms released ahead)", self.webrtc_id, response_id or "all", cut,
+                  ahead_ms)
         if cut:
             self._tell_page({"type": "flush", "response_ids": cut})
+        if self._clear_queue is not None:
+            self.clear_queue()
         s = self.session
         for rid in cut:
             self.view.mark_interrupted(rid)

@@ -62,6 +62,7 @@ class Playback:
         self._slice = max(1, round(slice_s * rate_hz))
         self._segments: deque[_Segment] = deque()
         self._play_end = 0.0  # monotonic time at which the audio released so far has played out
+        self._last_released: str | None = None  # response id of the newest released audio
         self.played_ms: dict[str, float] = {}
         """Audio of each response released so far, ms (what the user heard, give or take the lead)."""
         self.started: set[str] = set()
@@ -133,6 +134,7 @@ class Playback:
             need -= take.size
             if take.size:
                 pieces.append(take)
+                self._last_released = seg.response_id
                 self.played_ms[seg.response_id] = self.played_ms.get(seg.response_id, 0.0) + \
                     take.size * 1000.0 / self.rate_hz
             if seg.pos >= seg.audio.size:
@@ -144,14 +146,24 @@ class Playback:
             self._play_end = max(self._play_end, now) + out.audio.size / self.rate_hz
         return out
 
-    def clear(self, response_id: str | None = None) -> list[str]:
+    def clear(self, response_id: str | None = None, now: float | None = None) -> list[str]:
         """Drop queued audio (of one response, or all) and reset the playback clock.
+
+        Args:
+            response_id: the response to drop, or None for all.
+            now: monotonic time; with it, a response whose released audio is still playing
+                (the lead already handed to FastRTC) counts as cut even when nothing of it waits
+                here (the session hands audio out at about the pace it plays).
 
         Returns:
             The response ids whose audio was cut (it had started playing and was not finished,
             or had not started at all).
         """
-        cut = sorted({s.response_id for s in self._segments if response_id is None or s.response_id == response_id})
+        ids = {s.response_id for s in self._segments if response_id is None or s.response_id == response_id}
+        last = self._last_released
+        if now is not None and last is not None and now < self._play_end and response_id in (None, last):
+            ids.add(last)
+        cut = sorted(ids)
         if response_id is None:
             self._segments.clear()
         else:

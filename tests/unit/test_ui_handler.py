@@ -44,6 +44,23 @@ def test_playback_releases_in_real_time_with_captions():
     assert pb.attach_text("r1", "late") == "late"  # nothing queued: show at once
 
 
+def test_playback_clear_counts_the_reply_still_playing_from_the_lead():
+    pb = Playback(RATE, lead_s=0.5, slice_s=0.1)
+    pb.push("r1", np.ones(RATE // 5, np.float32))  # 0.2 s: all of it fits in the lead
+    while pb.pop_due(10.0) is not None:
+        pass
+    assert not pb.has_audio() and pb.is_playing(10.1)
+    assert pb.clear("r2", now=10.1) == []  # another response: not this one
+    pb.push("r1", np.ones(RATE // 5, np.float32))
+    while pb.pop_due(20.0) is not None:
+        pass
+    assert pb.clear(now=20.1) == ["r1"]  # nothing waits here, but it is still being heard
+    pb.push("r1", np.ones(RATE // 5, np.float32))
+    while pb.pop_due(30.0) is not None:
+        pass
+    assert pb.clear(now=31.0) == []  # played out
+
+
 def test_playback_text_after_release_is_shown_at_once():
     pb = Playback(RATE, lead_s=10, slice_s=1.0)
     pb.push("r1", np.ones(RATE // 2, np.float32))

@@ -113,8 +113,16 @@
     }
   }
 
+  function release(a) {
+    try { a.src.disconnect(); } catch (_) {}
+  }
   function tick() {
     const now = performance.now();
+    // a stopped connection's tracks end: drop their analysers (each Start adds new ones)
+    for (let i = remote.length - 1; i >= 0; i--) {
+      if (remote[i].track.readyState === "ended") release(remote.splice(i, 1)[0]);
+    }
+    if (mic && mic.track.readyState === "ended") { release(mic); mic = null; }
     for (const r of remote) {
       if (r.track.readyState !== "live") continue;
       if (r.track.enabled && rms(r) > PLAYING_RMS) r.lastLoud = now;
@@ -155,6 +163,7 @@
       const stream = await orig(constraints);
       const a = stream.getAudioTracks()[0];
       if (a) {
+        if (mic) release(mic);
         try { mic = analyse(a); recent.length = 0; loudPolls = 0; ensureTimer(); } catch (_) { mic = null; }
       }
       return stream;
@@ -179,10 +188,6 @@
         const t = rx.track;
         if (!t || t.kind !== "audio" || remote.some((r) => r.track === t)) continue;
         try { remote.push(analyse(t)); ensureTimer(); } catch (_) {}
-        t.addEventListener("ended", () => {
-          const i = remote.findIndex((r) => r.track === t);
-          if (i >= 0) remote.splice(i, 1);
-        });
       }
       if (ducked) unmute(performance.now());  // a new connection starts unmuted
       return out;
