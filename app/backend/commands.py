@@ -178,7 +178,10 @@ class AppendArrays:
 
 
 Command = Annotated[
-    SessionUpdate | AudioAppend | Commit | ClearInput | CancelResponse | TurnSignal | ResponseCreate | PlaybackAck | Heartbeat | EventAck | CloseSession | TextAppend | SessionResume,
+    (
+        SessionUpdate | AudioAppend | Commit | ClearInput | CancelResponse | TurnSignal | ResponseCreate
+        | PlaybackAck | Heartbeat | EventAck | CloseSession | TextAppend | SessionResume
+    ),
     Field(discriminator="type"),
 ]
 
