@@ -38,8 +38,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -57,6 +55,7 @@ from e2e.driver import (
     RMS_THRESHOLD,
     SILENCE_HOLD_MS,
     OmniPage,
+    active_sessions,
     audible_between,
     first_rise,
     launch,
@@ -197,8 +196,7 @@ def run(n: int, quick: bool) -> dict[str, Any]:
                 # each barge-in in a new conversation: with the earlier turns in its context the tiny
                 # family answers the long question in a few words, and the reply ends by itself
                 tab.stop()
-                wait_until(lambda: httpx.get(f"{srv.base_url}/health", timeout=5).json()["sessions"]["active"] == 0,
-                           20, what="the conversation slot to be freed")
+                wait_until(lambda: active_sessions(srv.base_url) == 0, 20, what="the conversation slot to be freed")
                 tab.start(camera=False)
                 tab.wait_session(60)
                 tab.sleep_until(tab.now_ms() + 1500)

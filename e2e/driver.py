@@ -60,6 +60,11 @@ def launch(pw: Any, **kwargs: Any) -> Any:
     return pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=chromium_args(**kwargs))
 
 
+def active_sessions(base_url: str) -> int:
+    """Duplex sessions open on the server (``GET /health`` ``sessions.active``)."""
+    return int(httpx.get(base_url + "/health", timeout=10).json()["sessions"]["active"])
+
+
 def wait_until(cond: Callable[[], Any], timeout_s: float, *, every_s: float = 0.25, what: str = "condition") -> Any:
     """Poll ``cond`` until it returns something truthy; raise ``TimeoutError`` after ``timeout_s``
     (times :data:`TIMEOUT_SCALE`)."""

@@ -8,7 +8,7 @@ import re
 import httpx
 import pytest
 
-from e2e.driver import OmniPage, launch, wait_until
+from e2e.driver import OmniPage, active_sessions, launch, wait_until
 from e2e.media import sign_png
 
 pytestmark = pytest.mark.e2e
@@ -98,7 +98,7 @@ def test_start_clicked_again_while_connecting_opens_one_conversation(ui_server, 
     opens (FastRTC alone would open a second connection and orphan the first), the page shows
     its status, and Stop frees the slot at once."""
     def active() -> int:
-        return httpx.get(ui_server.base_url + "/health", timeout=10).json()["sessions"]["active"]
+        return active_sessions(ui_server.base_url)
 
     wait_until(lambda: active() == 0, 20, what="no conversation left by other tests")
     browser = launch(pw)
@@ -139,7 +139,7 @@ def test_closing_the_tab_frees_the_conversation_slot_at_once(ui_server, pw):
     """Closing the tab without pressing Stop: the page closes its WebRTC connection on
     ``pagehide``, so the server frees the slot in well under its 15 s input-stall timeout."""
     def active() -> int:
-        return httpx.get(ui_server.base_url + "/health", timeout=10).json()["sessions"]["active"]
+        return active_sessions(ui_server.base_url)
 
     wait_until(lambda: active() == 0, 20, what="no conversation left by other tests")
     browser = launch(pw)
