@@ -4,6 +4,7 @@ the "Chat (no mic)" tab answers through ``/v1/chat/completions``; a denied micro
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -18,6 +19,16 @@ CONTROLS = [
     "#instructions", "#speech-on", "#temperature", "#max-tokens", "#stack-frames", "#overlap", "#voice-ref",
     "[role='tab']:has-text('Talk')", "[role='tab']:has-text('Chat (no mic)')",
 ]
+
+
+@pytest.fixture
+def active(ui_server) -> Callable[[], int]:
+    """Counts the server's open sessions; waits first until earlier tests' sessions are closed."""
+    def count() -> int:
+        return active_sessions(ui_server.base_url)
+
+    wait_until(lambda: count() == 0, 20, what="no conversation left by other tests")
+    return count
 
 
 def test_api_routes_win_over_the_page(ui_server):
@@ -93,14 +104,10 @@ def test_mic_denied_is_explained(ui_server, pw, artifacts):
         browser.close()
 
 
-def test_start_clicked_again_while_connecting_opens_one_conversation(ui_server, pw, artifacts):
+def test_start_clicked_again_while_connecting_opens_one_conversation(ui_server, pw, active, artifacts):
     """A second click on Start while FastRTC still shows "Connecting…" is ignored: one session
     opens (FastRTC alone would open a second connection and orphan the first), the page shows
     its status, and Stop frees the slot at once."""
-    def active() -> int:
-        return active_sessions(ui_server.base_url)
-
-    wait_until(lambda: active() == 0, 20, what="no conversation left by other tests")
     browser = launch(pw)
     try:
         tab = OmniPage(browser, ui_server.base_url, scripted_mic=True).open()
@@ -135,13 +142,9 @@ def test_start_clicked_again_while_connecting_opens_one_conversation(ui_server, 
         browser.close()
 
 
-def test_closing_the_tab_frees_the_conversation_slot_at_once(ui_server, pw):
+def test_closing_the_tab_frees_the_conversation_slot_at_once(ui_server, pw, active):
     """Closing the tab without pressing Stop: the page closes its WebRTC connection on
     ``pagehide``, so the server frees the slot in well under its 15 s input-stall timeout."""
-    def active() -> int:
-        return active_sessions(ui_server.base_url)
-
-    wait_until(lambda: active() == 0, 20, what="no conversation left by other tests")
     browser = launch(pw)
     try:
         tab = OmniPage(browser, ui_server.base_url, scripted_mic=True).open()
