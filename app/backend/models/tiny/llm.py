@@ -26,10 +26,12 @@ first :data:`DEFAULT_MAX_SENTENCES` sentences. Measured on 2 cores: ~70 tokens/s
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from app.backend.models.tiny import weights
 from app.backend.models.tiny.cache import (
@@ -39,7 +41,7 @@ from app.backend.models.tiny.cache import (
     ensure_generated,
 )
 from app.backend.models.tiny.runtime import DEFAULT_THREADS
-from app.backend.stages import SamplingParams, ThinkerPrompt, Turn
+from app.backend.pipeline.stages import SamplingParams, ThinkerPrompt, Turn
 
 CACHE_SUBDIR: Final[str] = "gemma3-270m"
 """Sub-folder of the cache root holding the assembled GGUF."""
@@ -55,6 +57,39 @@ USER_NAME: Final[str] = "User"
 
 STOP: Final[tuple[str, ...]] = (f"\n{USER_NAME}:", "\n\n", f"\n{ASSISTANT_NAME}:")
 """Stop strings: the model starts the next turn or a new paragraph."""
+
+_PARAMS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_amx_repack() -> Iterator[None]:
+    """Load with llama.cpp's extra buffer types (weight repacking) off on CPUs that report AMX.
+
+    llama.cpp's AMX backend repacks Q4_K weights and then segfaults in the first matmul on some
+    Sapphire Rapids machines (ggml-org/llama.cpp#20824, open; seen here with llama-cpp-python
+    0.3.36 built natively on a 2-core Xeon with ``amx_int8``). ``Llama`` builds its model params
+    from ``llama_model_default_params()`` inside its constructor, so that function is wrapped for
+    the duration of the load to set ``use_extra_bufts = False``. Elsewhere nothing changes.
+    """
+    import llama_cpp.llama_cpp as lc
+
+    if "AMX_INT8 = 1" not in lc.llama_print_system_info().decode(errors="replace"):
+        yield
+        return
+    with _PARAMS_LOCK:
+        original = lc.llama_model_default_params
+
+        def params() -> Any:
+            p = original()
+            p.use_extra_bufts = False
+            return p
+
+        lc.llama_model_default_params = params
+        try:
+            yield
+        finally:
+            lc.llama_model_default_params = original
+
 
 DEFAULT_MAX_SENTENCES: Final[int] = 2
 """Replies are cut after this many sentences (spoken replies must be short)."""
@@ -206,13 +241,14 @@ class GemmaLlm:
             ) from exc
         if max_sentences < 1:
             raise ValueError(f"max_sentences must be >= 1, got {max_sentences}")
-        self._llm = Llama(
-            model_path=str(model_path or gemma_gguf_path()),
-            n_ctx=n_ctx,
-            n_threads=n_threads,
-            n_threads_batch=n_threads,
-            verbose=False,
-        )
+        with _without_amx_repack():
+            self._llm = Llama(
+                model_path=str(model_path or gemma_gguf_path()),
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                n_threads_batch=n_threads,
+                verbose=False,
+            )
         self.n_ctx = n_ctx
         self.max_sentences = max_sentences
         self._lock = threading.Lock()  # a Llama context is not thread-safe
