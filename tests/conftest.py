@@ -76,7 +76,7 @@ def espeak_wav(text: str, path: Path, *, rate_wpm: int = 160, lead_s: float = 0.
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = path.with_suffix(".raw.wav")
     subprocess.run(["espeak-ng", "-v", "en", "-s", str(rate_wpm), "-w", str(raw), text], check=True)
-    subprocess.run(["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(path),
+    subprocess.run(["sox", "-D", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(path),
                     "pad", str(lead_s), str(tail_s)], check=True)
     raw.unlink()
     return path
