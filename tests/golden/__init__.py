@@ -1,0 +1,1 @@
+"""Golden event streams of scripted duplex sessions (the no-behaviour-change guard)."""
