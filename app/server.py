@@ -13,8 +13,8 @@ from app.api import chat as chat_api
 from app.api import ops as ops_api
 from app.api import realtime as realtime_api
 from app.api.errors import install_api_fallback, install_error_handlers
+from app.backend.pipeline.stages import ModelFamily
 from app.backend.remote import make_engine
-from app.backend.stages import ModelFamily
 
 log = logging.getLogger(__name__)
 

@@ -76,7 +76,7 @@ def rtf_worker(count: int) -> dict[str, Any]:
     import numpy as np
 
     from app.backend.models.tiny.family import load_tiny_family
-    from app.backend.segmenter import segment_text
+    from app.backend.pipeline.segmenter import segment_text
     from app.config import load_deploy_config
 
     cfg = load_deploy_config()

@@ -74,7 +74,7 @@ def collect_latents() -> np.ndarray:
     """Latent frames of every sentence and of each of its segments, float32 ``[N, 192]``."""
     from app.backend.models.tiny.talker import PiperFront
     from app.backend.models.tiny.voice import load_piper_split
-    from app.backend.segmenter import segment_text
+    from app.backend.pipeline.segmenter import segment_text
 
     front = PiperFront(load_piper_split())
     frames = []

@@ -45,13 +45,13 @@ from app.api import chat_models as M
 from app.api.errors import APIError, bad_request
 from app.api.media_resolve import DecodedRequest, MediaLimits, build_chat_input
 from app.backend.chat import ChatInput, EmptyPrompt, ReplyText, run_chat
-from app.backend.pipeline import (
+from app.backend.pipeline.stages import SamplingParams
+from app.backend.pipeline.workers import (
     AudioChunk,
     RequestCancelled,
     RequestContext,
     StageError,
 )
-from app.backend.stages import SamplingParams
 from app.constants import AUDIO_TOKENS_PER_UNIT, FRAME_BLOCK_TOKENS
 from app.media import MediaError, encode_audio
 

@@ -43,7 +43,7 @@ from app.api.chat_models import (
 )
 from app.api.errors import APIError, bad_request
 from app.backend.chat import ChatInput
-from app.backend.stages import Turn
+from app.backend.pipeline.stages import Turn
 from app.constants import INPUT_SAMPLE_RATE_HZ
 from app.media import (
     MediaError,

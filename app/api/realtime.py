@@ -1,6 +1,6 @@
 """``WS /v1/realtime?duplex=1`` (alias ``/v1/duplex``): the realtime duplex transport.
 
-Thin: decode frames with :func:`app.backend.commands.decode_command`, hand them to the
+Thin: decode frames with :func:`app.backend.protocol.commands.decode_command`, hand them to the
 session, write the session's events. One reader and one writer per socket; the session
 task is the only thing that changes session state.
 """
@@ -13,9 +13,9 @@ import logging
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from app.backend import commands as C
-from app.backend import events as E
-from app.backend.sessions import CapacityExhausted
+from app.backend.duplex.manager import CapacityExhausted
+from app.backend.protocol import commands as C
+from app.backend.protocol import events as E
 
 log = logging.getLogger(__name__)
 router = APIRouter()

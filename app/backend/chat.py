@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.backend.pipeline import AudioChunk, Pipeline, RequestContext
-from app.backend.segmenter import segment_text
-from app.backend.stages import SamplingParams, ThinkerPrompt, Turn
+from app.backend.pipeline.segmenter import segment_text
+from app.backend.pipeline.stages import SamplingParams, ThinkerPrompt, Turn
+from app.backend.pipeline.workers import AudioChunk, Pipeline, RequestContext
 from app.constants import DEFAULT_INSTRUCTIONS
 
 

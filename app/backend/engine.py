@@ -12,12 +12,12 @@ import logging
 import time
 from typing import Any
 
+from app.backend.duplex.manager import SessionManager
+from app.backend.duplex.session import DuplexSession, SessionDeps
 from app.backend.metrics import EngineMetrics
-from app.backend.pipeline import Pipeline
-from app.backend.session import DuplexSession, SessionDeps
-from app.backend.sessions import SessionManager
-from app.backend.stages import ModelFamily
-from app.backend.turn_policy import VadTurnPolicy
+from app.backend.pipeline.stages import ModelFamily
+from app.backend.pipeline.workers import Pipeline
+from app.backend.turns.factory import DetectorUnavailable, detector_factory
 from app.constants import FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ
 
 log = logging.getLogger(__name__)
@@ -84,16 +84,15 @@ class Engine:
         )
         self.pipeline.start()
         caps = self.family.capabilities
-        factory = self.family.new_turn_policy
-        if factory is None:
-            vad_factory = getattr(self.family.thinker, "vad_factory", None)
-            if vad_factory is None:
-                raise FamilyUnavailable(f"family '{caps.name}' declares no turn policy")
-            factory = lambda tcfg: VadTurnPolicy(vad_factory(), tcfg)
+        try:
+            new_detector = detector_factory(cfg.turn_policy.detector, cfg.turn_policy,
+                                            getattr(self.family.thinker, "vad_factory", None))
+        except DetectorUnavailable as exc:
+            raise FamilyUnavailable(f"family '{caps.name}': {exc}") from exc
         deps = SessionDeps(
             pipeline=self.pipeline,
             config=cfg,
-            turn_policy_factory=factory,
+            new_detector=new_detector,
             capabilities=self.capabilities(),
             max_context_tokens=getattr(cfg.duplex_session, "max_context_tokens", None) or caps.max_context_tokens,
             vision=caps.vision,

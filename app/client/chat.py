@@ -76,8 +76,8 @@ def _remote(args: argparse.Namespace, messages: list[dict[str, Any]], out: Path)
 async def _local(args: argparse.Namespace, out: Path) -> tuple[str, str, str | None]:
     from app.backend.chat import ChatInput, run_chat
     from app.backend.engine import Engine
-    from app.backend.pipeline import AudioChunk, RequestContext
-    from app.backend.stages import SamplingParams
+    from app.backend.pipeline.stages import SamplingParams
+    from app.backend.pipeline.workers import AudioChunk, RequestContext
     from app.config import load_deploy_config
     from app.constants import INPUT_SAMPLE_RATE_HZ
     from app.media import decode_audio, decode_image, encode_wav

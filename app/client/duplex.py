@@ -29,7 +29,6 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Self
 from uuid import uuid4
 
@@ -52,6 +51,7 @@ from app.client.protocol import (
     event_type,
     strip_data_url,
 )
+from app.client.records import AppendRecord
 from app.constants import UNIT_MS
 
 __all__ = [
@@ -79,25 +79,6 @@ _CLOSED = object()
 
 EventMatch = str | Iterable[str] | Callable[[dict[str, Any]], bool]
 """What :meth:`DuplexClient.wait_for` matches: a type, several types, or a predicate."""
-
-
-@dataclass(frozen=True)
-class AppendRecord:
-    """One sent ``input_audio_buffer.append``.
-
-    Attributes:
-        event_id: the stamped client ``event_id``.
-        audio_start_ms: cumulative input audio before this append, ms.
-        audio_end_ms: cumulative input audio including this append, ms (unrounded).
-        sent_at_s: ``time.monotonic()`` right after the frame was handed to the socket.
-        frame_count: number of ``video_frames`` entries it carried.
-    """
-
-    event_id: str
-    audio_start_ms: float
-    audio_end_ms: float
-    sent_at_s: float
-    frame_count: int
 
 
 def _put_drop_oldest(queue: asyncio.Queue[Any], item: object) -> None:

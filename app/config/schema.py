@@ -274,6 +274,10 @@ class TurnPolicyConfig(BaseModel):
 
     model_config = _OURS
 
+    detector: Literal["silence", "manual"] = "silence"
+    """Who decides that the user's turn has ended: ``silence`` = the VAD silence timer below;
+    ``manual`` = only ``input_audio_buffer.commit`` ends a turn (push-to-talk; speech onsets are
+    still detected for barge-in and overlap)."""
     vad_threshold: Annotated[float, Field(gt=0, lt=1)] = 0.5
     """Speech probability above which a frame counts as speech."""
     end_of_turn_silence_ms: PosInt = 500

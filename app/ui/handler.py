@@ -50,9 +50,9 @@ import numpy as np
 from fastrtc import AdditionalOutputs, AsyncAudioVideoStreamHandler, CloseStream
 from fastrtc.utils import get_current_context
 
-from app.backend import commands as C
-from app.backend import events as E
-from app.backend.sessions import CapacityExhausted
+from app.backend.duplex.manager import CapacityExhausted
+from app.backend.protocol import commands as C
+from app.backend.protocol import events as E
 from app.constants import (
     FIRST_UNIT_EXTRA_MS,
     INPUT_SAMPLE_RATE_HZ,

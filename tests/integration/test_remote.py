@@ -28,8 +28,8 @@ import soundfile as sf
 import uvicorn
 import websockets
 
-from app.backend import commands as C
-from app.backend import events as E
+from app.backend.protocol import commands as C
+from app.backend.protocol import events as E
 from app.backend.remote import RemoteEngine
 from app.client.duplex import DuplexClient
 from app.client.protocol import DuplexProtocolError

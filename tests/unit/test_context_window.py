@@ -1,6 +1,6 @@
 """Context accounting per unit and eviction of the oldest units past the watermark."""
 
-from app.backend.context import ContextWindow
+from app.backend.duplex.context import ContextWindow
 from app.constants import AUDIO_TOKENS_PER_UNIT, FRAME_BLOCK_TOKENS
 
 

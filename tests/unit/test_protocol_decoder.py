@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from app.backend import commands as C
+from app.backend.protocol import commands as C
 
 MAX = 1024
 

@@ -1,4 +1,4 @@
-"""Unit tests of the server-event decoder (app/backend/event_decoder.py): round trips, beta names,
+"""Unit tests of the server-event decoder (app/backend/protocol/decoder.py): round trips, beta names,
 raw pass-through, handshake error shapes. Fast, no models, no servers."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from app.backend import events as E
-from app.backend.event_decoder import (
+from app.backend.protocol import events as E
+from app.backend.protocol.decoder import (
     EventDecodeError,
     RawEvent,
     WireAudioDelta,

@@ -12,9 +12,9 @@ import httpx
 import numpy as np
 import pytest
 
-from app.backend import commands as C
-from app.backend import events as E
 from app.backend.engine import Engine, FamilyUnavailable
+from app.backend.protocol import commands as C
+from app.backend.protocol import events as E
 from app.backend.remote import (
     RemoteEngine,
     make_engine,

@@ -1,6 +1,6 @@
 """What the user heard: playback.ack truncation of a response transcript."""
 
-from app.backend.reply import heard_text
+from app.backend.duplex.playback import heard_text
 
 TEXT = "The capital of France is Paris. It is lovely."
 MARKS = [(31, 2000.0), (len(TEXT), 3500.0)]

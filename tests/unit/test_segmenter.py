@@ -1,4 +1,4 @@
-"""Tests for app.backend.segmenter.segment_text (pure text, no models)."""
+"""Tests for app.backend.pipeline.segmenter.segment_text (pure text, no models)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from app.backend.segmenter import segment_text
+from app.backend.pipeline.segmenter import segment_text
 from app.constants import MAX_SEGMENT_CHARS
 
 SAMPLES = [

@@ -11,7 +11,7 @@ from app.backend.models.tiny.llm import (
     build_prompt,
     shorten_reply,
 )
-from app.backend.stages import SamplingParams, ThinkerPrompt, Turn
+from app.backend.pipeline.stages import SamplingParams, ThinkerPrompt, Turn
 
 
 def test_prompt_layout() -> None:

@@ -18,7 +18,7 @@ import soxr
 from app.backend.models.tiny import load_tiny_family, warmup
 from app.backend.models.tiny.family import TinyThinker
 from app.backend.models.tiny.vad import SileroVad, vad_window_ms
-from app.backend.stages import (
+from app.backend.pipeline.stages import (
     FamilyCapabilities,
     ModelFamily,
     SamplingParams,

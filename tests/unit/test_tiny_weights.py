@@ -29,7 +29,7 @@ def tmp_cache(tmp_path, monkeypatch) -> Path:
 def test_cache_root_default_and_env(monkeypatch, tmp_path) -> None:
     monkeypatch.delenv(cache.CACHE_ENV, raising=False)
     assert cache_root() == cache.repo_root() / ".cache" / "models"
-    assert (cache.repo_root() / "app" / "backend" / "stages.py").is_file()
+    assert (cache.repo_root() / "app" / "backend" / "pipeline" / "stages.py").is_file()
     monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "elsewhere"))
     assert cache_root() == tmp_path / "elsewhere" and cache_root().is_dir()
 

@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from app.backend.token_budget import (
+from app.backend.duplex.token_budget import (
     MAX_CONTEXT_TOKENS,
     base_frame_blocks,
     first_append_units,

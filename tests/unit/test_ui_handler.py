@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.backend import commands as C
-from app.backend import events as E
-from app.backend.sessions import CapacityExhausted
+from app.backend.duplex.manager import CapacityExhausted
+from app.backend.protocol import commands as C
+from app.backend.protocol import events as E
 from app.config import load_deploy_config
 from app.ui.frames import UnitFrames
 from app.ui.handler import HandlerRegistry, OmniHandler

@@ -7,7 +7,7 @@ Public API::
     status, headers, body = await engine.forward_chat(request_json, stream=True)
 
 Modules: :mod:`.engine` (RemoteEngine, make_engine), :mod:`.session` (RemoteSession,
-the session manager is app.backend.sessions'), :mod:`.links` (WebSocket link), :mod:`.chat` (HTTP forwarding),
+the session manager is app.backend.duplex.manager'), :mod:`.links` (WebSocket link), :mod:`.chat` (HTTP forwarding),
 :mod:`.wire` (commands -> wire JSON, reference voice), :mod:`.inprocess` (vLLM-Omni in-process).
 """
 

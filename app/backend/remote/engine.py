@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from app.backend.duplex.manager import SessionManager
 from app.backend.engine import Engine, FamilyUnavailable
 from app.backend.metrics import EngineMetrics
 from app.backend.remote.chat import ForwardedResponse, error_response, forward_chat
@@ -27,7 +28,6 @@ from app.backend.remote.inprocess import InProcessVllmOmni, require_vllm_omni
 from app.backend.remote.links import Link, LinkUnavailable, WebSocketLink, realtime_url
 from app.backend.remote.session import GOODBYE_TIMEOUT_S, RemoteSession
 from app.backend.remote.wire import RefAudioError, load_ref_audio
-from app.backend.sessions import SessionManager
 from app.constants import (
     FIRST_UNIT_EXTRA_MS,
     INPUT_SAMPLE_RATE_HZ,

@@ -1,12 +1,12 @@
-"""RemoteSession: a duplex session served by a remote vLLM-Omni server (admitted by app.backend.sessions).
+"""RemoteSession: a duplex session served by a remote vLLM-Omni server (admitted by app.backend.duplex.manager).
 
-They have the transport API of :class:`app.backend.session.DuplexSession` and
-:class:`app.backend.sessions.SessionManager`, so ``app/api/realtime.py`` and the WebRTC handler
+They have the transport API of :class:`app.backend.duplex.session.DuplexSession` and
+:class:`app.backend.duplex.manager.SessionManager`, so ``app/api/realtime.py`` and the WebRTC handler
 drive them unchanged: ``submit(cmd)``, ``reject(err)``, ``next_event()``, ``closed``,
 ``describe()``, ``expire(reason)``, ``id``; ``open()`` / ``detach()`` / ``snapshot()``.
 
 Per session, one task owns the remote link: it connects (``autostart=0``), then turns every
-remote event into the typed event (:func:`app.backend.event_decoder.decode_event`), re-stamps
+remote event into the typed event (:func:`app.backend.protocol.decoder.decode_event`), re-stamps
 ``server_event_seq`` with the local counter, replaces the remote session id with ours, and puts
 it on the bounded outbox. A second task sends our client's commands in order as wire JSON; a
 third acknowledges the remote's ``server_event_seq`` (coalesced) so its replay journal stays small.
@@ -34,10 +34,10 @@ import logging
 import time
 from typing import Any, Protocol
 
-from app.backend import commands as C
-from app.backend import events as E
-from app.backend.event_decoder import EventDecodeError, RawEvent, decode_event
 from app.backend.metrics import EngineMetrics
+from app.backend.protocol import commands as C
+from app.backend.protocol import events as E
+from app.backend.protocol.decoder import EventDecodeError, RawEvent, decode_event
 from app.backend.remote.links import Link, LinkUnavailable
 from app.backend.remote.wire import AppendEncoder, session_update_wire
 from app.media import MediaError

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from app.backend import commands as C
+from app.backend.protocol import commands as C
 from app.constants import INPUT_SAMPLE_RATE_HZ, samples_to_ms
 from app.media import (
     MediaError,
@@ -97,7 +97,7 @@ def session_update_wire(cmd: C.SessionUpdate, *, ref_audio: str | None, model: s
 
 
 class AppendEncoder:
-    """Renders in-process :class:`~app.backend.commands.AppendArrays` as ``input_audio_buffer.append``.
+    """Renders in-process :class:`~app.backend.protocol.commands.AppendArrays` as ``input_audio_buffer.append``.
 
     Keeps the session's cumulative input clock so every append states ``duration_ms`` and
     ``audio_end_ms`` (rounded to whole ms, as vLLM-Omni's client does).

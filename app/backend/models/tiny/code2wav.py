@@ -38,7 +38,7 @@ from app.backend.models.tiny.voice import (
     SPLIT_TENSOR,
     PiperSplit,
 )
-from app.backend.stages import Code2Wav, Code2WavStream
+from app.backend.pipeline.stages import Code2Wav, Code2WavStream
 from app.constants import OUTPUT_SAMPLE_RATE_HZ
 
 LEFT_CONTEXT_FRAMES: Final[int] = 12

@@ -33,7 +33,7 @@ from app.backend.models.tiny.runtime import DEFAULT_THREADS
 from app.backend.models.tiny.talker import PiperFront, TinyTalker
 from app.backend.models.tiny.vad import SileroVad, shared_silero_session
 from app.backend.models.tiny.voice import load_piper_split
-from app.backend.stages import (
+from app.backend.pipeline.stages import (
     FamilyCapabilities,
     ModelFamily,
     SamplingParams,
@@ -134,7 +134,7 @@ def load_tiny_family(config: dict | None = None) -> ModelFamily:
         config: optional overrides of :data:`DEFAULT_CONFIG`.
 
     Returns:
-        A :class:`~app.backend.stages.ModelFamily` whose ``thinker`` is a :class:`TinyThinker`
+        A :class:`~app.backend.pipeline.stages.ModelFamily` whose ``thinker`` is a :class:`TinyThinker`
         (with :meth:`TinyThinker.vad_factory`), ``talker`` a :class:`TinyTalker` and
         ``code2wav`` a :class:`TinyCode2Wav`. Load times per stage are in
         ``family.thinker.load_times_s``.

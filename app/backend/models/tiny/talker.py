@@ -23,7 +23,7 @@ import numpy as np
 from app.backend.models.tiny.codebook import Codebook
 from app.backend.models.tiny.runtime import DEFAULT_THREADS, ort_session
 from app.backend.models.tiny.voice import LATENT_DIM, PiperSplit
-from app.backend.stages import Talker
+from app.backend.pipeline.stages import Talker
 
 NOISE_SCALE: Final[float] = 0.0
 """VITS prior noise scale; 0 makes synthesis deterministic (Piper's default is 0.667)."""

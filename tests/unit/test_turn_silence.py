@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from app.backend.turn_policy import VadTurnPolicy
+from app.backend.turns.silence import SilenceTurnDetector
 from app.config import load_deploy_config
 from app.constants import INPUT_SAMPLE_RATE_HZ
 from tests.conftest import espeak_wav
@@ -19,7 +19,7 @@ def policy_factory():
     from app.backend.models.tiny.vad import SileroVad
 
     cfg = load_deploy_config().turn_policy
-    return lambda: VadTurnPolicy(SileroVad(), cfg)
+    return lambda: SilenceTurnDetector(SileroVad(), cfg)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.backend.commands import ProtocolError
+from app.backend.protocol.commands import ProtocolError
 from app.constants import (
     DEFAULT_INSTRUCTIONS,
     INPUT_SAMPLE_RATE_HZ,

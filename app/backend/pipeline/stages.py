@@ -156,62 +156,14 @@ class Code2Wav(ABC):
         """Open a decoder stream for one response."""
 
 
-@dataclass(frozen=True)
-class TurnSignal:
-    """What a :class:`TurnPolicy` noticed in the audio it was fed.
-
-    Attributes:
-        kind: ``speech_started``; ``pause`` (a short silence: the turn may be ending, so a reply
-            can be prepared speculatively); ``resumed`` (speech came back after a ``pause``);
-            ``end_of_turn`` (the user finished an utterance).
-        at_sample: position in the session's input audio, samples at 16 kHz.
-        utterance: for ``pause`` and ``end_of_turn``, the utterance audio (float32 16 kHz, padded).
-        speech_ms: for ``pause`` and ``end_of_turn``, how much of it the VAD judged speech, ms.
-    """
-
-    kind: Literal["speech_started", "pause", "resumed", "end_of_turn"]
-    at_sample: int
-    utterance: np.ndarray | None = None
-    speech_ms: float = 0.0
-
-
-class TurnPolicy(ABC):
-    """Per-session turn-taking of a family (who speaks when), fed every append.
-
-    For families whose Thinker decides speak/listen itself this wraps the model; for ``tiny``
-    it is a VAD state machine.
-    """
-
-    @abstractmethod
-    def feed(self, audio: np.ndarray) -> list[TurnSignal]:
-        """Consume float32 16 kHz mono input audio; return the signals it produced, in order."""
-
-    @property
-    @abstractmethod
-    def user_speaking(self) -> bool:
-        """True while the user is mid-utterance."""
-
-    @property
-    @abstractmethod
-    def current_speech_ms(self) -> float:
-        """Speech in the utterance in progress, ms (0 when the user is silent)."""
-
-    @abstractmethod
-    def flush(self) -> TurnSignal | None:
-        """End the utterance in progress now (on commit); ``None`` if there is none."""
-
-    @abstractmethod
-    def reset(self) -> None:
-        """Forget the utterance in progress (``input_audio_buffer.clear``)."""
-
-
 @dataclass
 class ModelFamily:
-    """A loaded model family: its capabilities, the three stages and its turn policy.
+    """A loaded model family: its capabilities and the three stages.
+
+    Turn detectors are built from the family by :mod:`app.backend.turns` (the ``tiny`` Thinker
+    offers a streaming VAD through ``thinker.vad_factory``).
 
     Attributes:
-        new_turn_policy: factory of a fresh per-session :class:`TurnPolicy`; it takes the
-            deploy config's ``turn_policy`` section.
         warmup: runs every stage once so the first request is not slow (optional).
     """
 
@@ -219,5 +171,4 @@ class ModelFamily:
     thinker: Thinker
     talker: Talker
     code2wav: Code2Wav
-    new_turn_policy: Callable[[Any], TurnPolicy] | None = None
     warmup: Callable[[], Any] | None = None

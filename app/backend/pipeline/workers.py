@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from app.backend.metrics import EngineMetrics
-from app.backend.stages import (
+from app.backend.pipeline.stages import (
     Code2WavStream,
     ModelFamily,
     SamplingParams,

@@ -1,10 +1,10 @@
-"""The ONE server-event decoder: realtime wire JSON -> typed :class:`~app.backend.events.ServerEvent`.
+"""The ONE server-event decoder: realtime wire JSON -> typed :class:`~app.backend.protocol.events.ServerEvent`.
 
 The inverse of :meth:`ServerEvent.to_wire`, used where events arrive over a wire instead of being
 made in-process: the remote (vLLM-Omni) backend, which re-emits a remote server's events to our
 own clients and the WebRTC handler as the same typed objects our embedded sessions produce.
 :func:`decode_event` is the only place in the code base that switches on a *server* event's
-``type`` string (:func:`app.backend.commands.decode_command` is its counterpart for client events).
+``type`` string (:func:`app.backend.protocol.commands.decode_command` is its counterpart for client events).
 
 Accepted names: the GA names our events render, and vLLM-Omni's beta aliases
 (``response.audio.delta``, ``response.audio_transcript.delta``, ``response.audio.done``,
@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from app.backend import events as E
+from app.backend.protocol import events as E
 from app.constants import BETA_SERVER_EVENT_ALIASES, OUTPUT_SAMPLE_RATE_HZ
 from app.media import MediaError, pcm16_to_float
 
@@ -80,7 +80,7 @@ class RawEvent(E.ServerEvent):
 
 @dataclass
 class WireAudioDelta(E.AudioDelta):
-    """An :class:`~app.backend.events.AudioDelta` decoded from the wire.
+    """An :class:`~app.backend.protocol.events.AudioDelta` decoded from the wire.
 
     It re-renders the exact base64 PCM16 it arrived with (no float -> PCM16 re-quantisation,
     no re-encoding cost) as long as ``audio`` is still the array the decoder produced; assign a

@@ -1,4 +1,4 @@
-"""A VAD-driven :class:`~app.backend.stages.TurnPolicy` (the ``tiny`` family's turn-taking).
+"""The VAD silence-timer turn detector (``turn_policy.detector: silence``, the default).
 
 State machine over per-window speech probabilities (Silero VAD windows of 32 ms):
 
@@ -13,28 +13,16 @@ State machine over per-window speech probabilities (Silero VAD windows of 32 ms)
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from app.backend.stages import TurnPolicy, TurnSignal
+from app.backend.turns.detector import StreamingVad, TurnDetector, TurnSignal
 from app.constants import INPUT_SAMPLE_RATE_HZ, ms_to_samples
 
 
-class StreamingVad(Protocol):
-    """A streaming voice-activity detector over 16 kHz float32 audio."""
-
-    window_samples: int
-
-    def process(self, chunk: np.ndarray) -> np.ndarray:
-        """Speech probability per completed window (leftovers carried to the next call)."""
-
-    def reset(self) -> None:
-        """Forget state."""
-
-
-class VadTurnPolicy(TurnPolicy):
-    """Turn-taking from a streaming VAD.
+class SilenceTurnDetector(TurnDetector):
+    """Turn-taking from a streaming VAD: the turn ends after a fixed silence.
 
     Args:
         vad: the detector (one per session).
@@ -42,10 +30,15 @@ class VadTurnPolicy(TurnPolicy):
             ``end_of_turn_silence_ms``, ``min_speech_ms``).
         pad_ms: audio kept before the onset and after the last speech window, ms.
         max_utterance_s: the utterance buffer keeps at most this much audio, seconds.
+        silence_ends_turn: False for push-to-talk (``turn_policy.detector: manual``): speech onsets
+            are still reported (barge-in, overlap), but only a commit (:meth:`flush`) ends the turn;
+            no ``pause`` or ``end_of_turn`` comes from silence.
     """
 
-    def __init__(self, vad: StreamingVad, config: Any, *, pad_ms: float = 200.0, max_utterance_s: float = 30.0):
+    def __init__(self, vad: StreamingVad, config: Any, *, pad_ms: float = 200.0, max_utterance_s: float = 30.0,
+                 silence_ends_turn: bool = True):
         self._vad = vad
+        self._silence_ends_turn = silence_ends_turn
         self._threshold = float(config.vad_threshold)
         self._eot_samples = ms_to_samples(config.end_of_turn_silence_ms, INPUT_SAMPLE_RATE_HZ)
         self._pause_samples = min(ms_to_samples(config.speculative_silence_ms, INPUT_SAMPLE_RATE_HZ), self._eot_samples)
@@ -131,7 +124,7 @@ class VadTurnPolicy(TurnPolicy):
                         signals.append(TurnSignal("resumed", start))
                     else:
                         self._silence_run += self._win
-                        if self._silence_run >= self._eot_samples:
+                        if self._silence_run >= self._eot_samples and self._silence_ends_turn:
                             signals.append(self._end_turn())
                 elif speech:
                     self._speech_samples += self._win
@@ -140,6 +133,8 @@ class VadTurnPolicy(TurnPolicy):
                 else:
                     self._resume_run = 0
                     self._silence_run += self._win
+                    if not self._silence_ends_turn:
+                        continue
                     if self._silence_run >= self._eot_samples:
                         signals.append(self._end_turn())
                     elif self._silence_run >= self._pause_samples and not self._paused:

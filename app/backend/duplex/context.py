@@ -1,7 +1,7 @@
 """The Thinker context of a duplex session, counted per unit, with eviction past a watermark.
 
 Each closed unit adds its tokens (audio, frames, text; MiniCPM-o 4.5's accounting from
-:mod:`app.backend.token_budget`). When the total passes ``watermark_ratio * max_tokens`` the
+:mod:`app.backend.duplex.token_budget`). When the total passes ``watermark_ratio * max_tokens`` the
 oldest units are dropped, whole, while the fixed prefix (system prompt + reference audio)
 stays; conversation items that lived only in dropped units are reported for deletion.
 Only when nothing can be dropped and the budget is still exceeded is the context
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from app.backend.token_budget import session_context_tokens, unit_tokens
+from app.backend.duplex.token_budget import session_context_tokens, unit_tokens
 from app.constants import AUDIO_TOKENS_PER_UNIT
 
 

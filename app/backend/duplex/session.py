@@ -1,17 +1,27 @@
 """DuplexSession: one full-duplex conversation, owned by one task.
 
-Everything that changes a session's state runs in :meth:`DuplexSession._run`, which reads
-one bounded inbox holding client commands (from the transport) and results posted by the
-session's own background work (ASR, Thinker, Talker, Code2Wav). Events go out through one
-bounded outbox, stamped with an increasing ``server_event_seq``.
+Everything that changes a session's state runs in :meth:`DuplexSession._run`, which reads one
+bounded inbox holding client commands (from the transport) and results posted by the session's
+own background work (ASR, Thinker, Talker, Code2Wav, OCR). Events go out through one bounded
+outbox, stamped with an increasing ``server_event_seq``.
 
-The unit clock: unit 0 closes once ``FIRST_UNIT_EXTRA_MS + unit_ms`` of input audio has
-arrived (1030 ms for 1 s units), unit k at that plus ``k * unit_ms``. At every unit boundary
-the session decides: listen (``response.listen``), speak (open a response for a finished
-user turn), continue the open response (release its next audio), or end it because the
-user has been talking over it (soft interrupt). Hard interrupts (``response.cancel``,
-``barge_in``, ``output_audio_buffer.clear``) advance the epoch; results of an older epoch
-are dropped where they arrive.
+The session composes collaborators that each own their state:
+
+* :class:`~app.backend.duplex.clock.UnitClock`: input received and the unit in progress;
+* :class:`~app.backend.duplex.turn_tracker.TurnTracker`: the turn detector (``turn_policy.detector``)
+  and the user's utterances (item ids, one deferred over a reply, one held for ``response.create``);
+* :class:`~app.backend.duplex.replies.ReplyRunner`: the reply in progress, its epoch fence, release
+  and end;
+* :class:`~app.backend.duplex.playback.PlaybackLedger`: finished responses and their ``playback.ack``;
+* :class:`~app.backend.duplex.history.History` and :class:`~app.backend.duplex.context.ContextWindow`;
+* :class:`~app.backend.duplex.camera.Camera` and :class:`~app.backend.duplex.inputs.InputDecoder`.
+
+This class is the glue: it routes commands, turns the tracker's signals into reply decisions,
+and closes units. At every unit boundary the session decides: listen (``response.listen``),
+speak (open a response for a finished user turn), continue the open response (release its next
+audio), or end it because the user has been talking over it (soft interrupt). Hard interrupts
+(``response.cancel``, ``barge_in``, ``output_audio_buffer.clear``) advance the epoch; results of an
+older epoch are dropped where they arrive.
 """
 
 from __future__ import annotations
@@ -19,33 +29,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from app.backend import commands as C
-from app.backend import events as E
-from app.backend.context import ContextWindow
-from app.backend.pipeline import Pipeline, RequestCancelled, RequestContext, StageError
-from app.backend.reply import FinishedResponse, Reply, heard_text
-from app.backend.session_replies import Posted, ReplyFlow
-from app.backend.session_settings import SessionSettings, apply_update
-from app.backend.stages import Turn, TurnPolicy
-from app.constants import FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ, ms_to_samples
-from app.media import (
-    MediaError,
-    PcmStreamResampler,
-    decode_audio,
-    decode_base64,
-    decode_image,
-)
+from app.backend.duplex.camera import Camera, Seen
+from app.backend.duplex.clock import UnitClock
+from app.backend.duplex.context import ContextWindow
+from app.backend.duplex.history import History
+from app.backend.duplex.inputs import InputDecoder
+from app.backend.duplex.playback import PlaybackLedger
+from app.backend.duplex.replies import Posted, ReplyRunner
+from app.backend.duplex.settings import SessionSettings, apply_update
+from app.backend.duplex.turn_tracker import TurnTracker
+from app.backend.pipeline.stages import Turn
+from app.backend.pipeline.workers import Pipeline
+from app.backend.protocol import commands as C
+from app.backend.protocol import events as E
+from app.backend.turns.detector import TurnDetector, TurnSignal
+from app.constants import INPUT_SAMPLE_RATE_HZ
+from app.media import MediaError
 
 log = logging.getLogger(__name__)
-
-OCR_REFRESH_S = 5.0
-"""Re-read the camera at most this often while the user is silent, seconds."""
 
 
 @dataclass
@@ -55,7 +62,7 @@ class SessionDeps:
     Attributes:
         pipeline: the shared three-stage pipeline.
         config: the deploy config (``duplex_session``, ``turn_policy``, ``limits``, stage 0 sampling).
-        turn_policy_factory: builds the family's per-session :class:`TurnPolicy`.
+        new_detector: builds the session's :class:`~app.backend.turns.detector.TurnDetector`.
         capabilities: the wire ``capabilities`` object.
         max_context_tokens: Thinker context budget, tokens.
         vision: the family reads frames.
@@ -63,15 +70,10 @@ class SessionDeps:
 
     pipeline: Pipeline
     config: Any
-    turn_policy_factory: Any
+    new_detector: Callable[[], TurnDetector]
     capabilities: dict[str, Any]
     max_context_tokens: int
     vision: bool
-
-
-@dataclass
-class _Seen:
-    text: str
 
 
 @dataclass
@@ -79,7 +81,11 @@ class _Expire:
     reason: str
 
 
-class DuplexSession(ReplyFlow):
+def _ms(sample: int) -> int:
+    return int(sample * 1000 / INPUT_SAMPLE_RATE_HZ)
+
+
+class DuplexSession:
     """One duplex session.
 
     Args:
@@ -102,33 +108,30 @@ class DuplexSession(ReplyFlow):
         self.configured = False
         self.closed = False
         self.close_reason: str | None = None
-        self.epoch = 0
         self.turn_id = 0
         self._seq = 0
-        self._samples = 0  # 16 kHz samples received
-        self._unit_index = 0
-        self._unit_frames: list[np.ndarray] = []
         self._uncommitted = 0
-        self._policy: TurnPolicy = deps.turn_policy_factory(self._tcfg)
-        self._resampler: PcmStreamResampler | None = None
-        self._reply: Reply | None = None
-        self._finished: dict[str, FinishedResponse] = {}
-        self._history: list[Turn] = []
-        self._history_ids: list[str] = []
-        self._committed_utterance: tuple[str, np.ndarray] | None = None
-        self._deferred: tuple[str, np.ndarray] | None = None  # an utterance said over a reply, answered after it
-        self._user_item: str | None = None
-        self._seen_text = ""
-        self._last_frame: np.ndarray | None = None
-        self._ocr_busy = False
-        self._ocr_at = 0.0
-        self._ctx = ContextWindow(deps.max_context_tokens, self._dcfg.context_watermark_ratio)
-        self._unit_text_tokens = 0
-        self._unit_busy_s = 0.0  # time this unit's audio spent in the turn policy (VAD + state machine)
         self.last_activity = time.monotonic()
         self.detached_at: float | None = None
         self._task: asyncio.Task[None] | None = None
         self._work: set[asyncio.Task[Any]] = set()
+        self._clock = UnitClock(self.unit_ms)
+        self._turns = TurnTracker(deps.new_detector())
+        self._history = History()
+        self._ctx = ContextWindow(deps.max_context_tokens, self._dcfg.context_watermark_ratio)
+        self._ledger = PlaybackLedger(self._dcfg.completed_append_cache_size)
+        self._input = InputDecoder(cfg.limits)
+        self._camera = Camera(session_id, deps.pipeline, vision=deps.vision,
+                              max_frames_per_unit=self._dcfg.max_frames_per_unit, spawn=self._spawn, post=self._post)
+        self._replies = ReplyRunner(session_id, deps.pipeline, self._tcfg, clock=self._clock, history=self._history,
+                                    context=self._ctx, ledger=self._ledger, emit=self._emit, spawn=self._spawn,
+                                    post=self._post, settings=lambda: self.settings, turn_id=lambda: self.turn_id,
+                                    on_completed=self._promote_deferred)
+
+    @property
+    def epoch(self) -> int:
+        """The session epoch (advanced by every hard interrupt)."""
+        return self._replies.epoch
 
     # ------------------------------------------------------------------ transport API
     def start(self) -> None:
@@ -169,6 +172,13 @@ class DuplexSession(ReplyFlow):
         """The next outgoing event (``SessionClosed``/``SessionExpired`` is the last)."""
         return await self._outbox.get()
 
+    def settled(self) -> bool:
+        """True when the inbox is empty and no background work (ASR, Thinker, Talker, Code2Wav, OCR) runs.
+
+        Lets a driver step a session deterministically (feed, wait until settled, feed again).
+        """
+        return self._inbox.empty() and all(t.done() for t in self._work)
+
     def describe(self) -> dict[str, Any]:
         """The wire session object (``session.created.session``)."""
         return {
@@ -177,13 +187,13 @@ class DuplexSession(ReplyFlow):
             "state": "closed" if self.closed else "active",
             "epoch": self.epoch,
             "turn_id": self.turn_id,
-            "active_response_id": self._reply.response_id if self._reply and self._reply.created else None,
+            "active_response_id": self._replies.active_response_id,
             **self.settings.describe(),
             "capabilities": self.deps.capabilities,
             "context": {"tokens": self._ctx.total, "max_tokens": self._ctx.max_tokens},
         }
 
-    # ------------------------------------------------------------------ emission
+    # ------------------------------------------------------------------ emission and background work
     def _emit(self, ev: E.ServerEvent) -> None:
         if self.closed and not isinstance(ev, E.SessionClosed):
             return
@@ -199,6 +209,16 @@ class DuplexSession(ReplyFlow):
                error_type: str = "invalid_request_error") -> None:
         self._emit(E.ErrorEvent(epoch=self.epoch, code=code, message=message, event_id=event_id, param=param,
                                 error_type=error_type))
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        t = asyncio.get_running_loop().create_task(coro)
+        self._work.add(t)
+        t.add_done_callback(self._work.discard)
+        return t
+
+    async def _post(self, msg: Any) -> None:
+        if not self.closed:
+            await self._inbox.put(msg)
 
     def _close_now(self, reason: str, *, expired: bool = False, force: bool = False) -> None:
         if self.closed:
@@ -246,10 +266,9 @@ class DuplexSession(ReplyFlow):
 
     def _handle(self, msg: Any) -> None:
         if isinstance(msg, Posted):
-            self._on_posted(msg)
-        elif isinstance(msg, _Seen):
-            self._ocr_busy = False
-            self._seen_text = msg.text
+            self._replies.on_posted(msg)
+        elif isinstance(msg, Seen):
+            self._camera.on_seen(msg)
         elif isinstance(msg, _Expire):
             self._close_now(msg.reason, expired=True)
         elif isinstance(msg, C.SessionUpdate):
@@ -264,12 +283,12 @@ class DuplexSession(ReplyFlow):
         elif isinstance(msg, C.AudioAppend):
             self._on_append(msg)
         elif isinstance(msg, C.AppendArrays):
-            self._add_frames(list(msg.frames))
-            self._feed_audio(np.asarray(msg.audio, np.float32).reshape(-1), None)
+            self._camera.add(list(msg.frames))
+            self._feed_audio(np.asarray(msg.audio, np.float32).reshape(-1))
         elif isinstance(msg, C.Commit):
             self._on_commit(msg)
         elif isinstance(msg, C.ClearInput):
-            self._policy.reset()
+            self._turns.reset()
             self._uncommitted = 0
             self._emit(E.InputCleared(epoch=self.epoch))
         elif isinstance(msg, C.CancelResponse):
@@ -289,97 +308,38 @@ class DuplexSession(ReplyFlow):
 
     # ------------------------------------------------------------------ commands
     def _on_update(self, msg: C.SessionUpdate) -> None:
-        self.settings = apply_update(self.settings, msg.session, audio_started=self._samples > 0)
-        if self.settings.input_rate_hz != INPUT_SAMPLE_RATE_HZ:
-            if self._resampler is None or self._resampler.from_rate != self.settings.input_rate_hz:
-                self._resampler = PcmStreamResampler(self.settings.input_rate_hz, INPUT_SAMPLE_RATE_HZ)
-        else:
-            self._resampler = None
+        self.settings = apply_update(self.settings, msg.session, audio_started=self._clock.samples > 0)
+        self._input.configure(self.settings)
         if not self.configured:
             self.configured = True
-            ref_samples = self._ref_samples()
-            self._ctx.set_prefix(ref_samples)
+            self._ctx.set_prefix(self._input.ref_audio_samples(self.settings.ref_audio))
             self._emit(E.SessionCreated(epoch=self.epoch, session=self.describe()))
         self._emit(E.SessionUpdated(epoch=self.epoch, session=self.describe()))
 
-    def _ref_samples(self) -> int:
-        ref = self.settings.ref_audio
-        if not ref or not ref.startswith("data:"):
-            return 0
-        try:
-            return int(decode_audio(decode_base64(ref), target_rate=INPUT_SAMPLE_RATE_HZ, max_seconds=30).size)
-        except MediaError as err:
-            raise C.ProtocolError("bad_audio", f"ref_audio: {err}", param="session.ref_audio") from None
-
     def _on_append(self, msg: C.AudioAppend) -> None:
-        fmt = msg.format or msg.input_audio_format
-        if fmt is not None and fmt.lower() not in ("pcm16", "pcm_s16le", "s16le", "pcm_f32le", "f32le", "g711_ulaw",
-                                                   "g711_alaw", "audio/pcm"):
-            raise C.ProtocolError("unsupported_audio_format", f"unsupported append format '{fmt}'",
-                                  event_id=msg.event_id, param="format")
-        raw = decode_base64(msg.audio)
-        canon = self.settings.input_format if fmt is None else fmt.lower()
-        rate = msg.sample_rate_hz or self.settings.input_rate_hz
-        try:
-            audio = decode_audio(raw, target_rate=rate, fmt=canon if canon != "audio/pcm" else "pcm16", input_rate=rate,
-                                 max_seconds=self.deps.config.limits.max_audio_seconds)
-        except MediaError as err:
-            raise C.ProtocolError("bad_audio", str(err), event_id=msg.event_id, param="audio") from None
-        if rate != INPUT_SAMPLE_RATE_HZ:
-            if self._resampler is None or self._resampler.from_rate != rate:
-                self._resampler = PcmStreamResampler(rate, INPUT_SAMPLE_RATE_HZ)
-            audio = self._resampler.process(audio)
+        audio = self._input.audio(msg, self.settings)
         if msg.video_frames:
-            self._take_frames(msg)
-        self._feed_audio(audio, msg.is_speech)
+            images, problems = self._input.frames(msg, self._camera.room, self._camera.max_frames)
+            for err in problems:
+                self.reject(err)
+            self._camera.add(images)
+        self._feed_audio(audio)
 
-    def _take_frames(self, msg: C.AudioAppend) -> None:
-        lim = self.deps.config.limits
-        room = self._dcfg.max_frames_per_unit - len(self._unit_frames)
-        frames = msg.video_frames or []
-        if len(frames) > room:
-            self._error("invalid_video_frames", f"at most {self._dcfg.max_frames_per_unit} frames per unit "
-                        f"(base + composite); {len(frames) - max(room, 0)} dropped", event_id=msg.event_id)
-            frames = frames[: max(room, 0)]
-        images = []
-        for i, f in enumerate(frames):
-            try:
-                images.append(decode_image(decode_base64(f), max_bytes=lim.max_image_bytes,
-                                           max_pixels=lim.max_image_pixels))
-            except MediaError as err:
-                self._error("invalid_video_frames", f"video_frames[{i}]: {err}", event_id=msg.event_id,
-                            param=f"video_frames[{i}]")
-        self._add_frames(images)
-
-    def _add_frames(self, images: list[np.ndarray]) -> None:
-        """Attach decoded frames (base first) to the unit in progress."""
-        images = images[: max(self._dcfg.max_frames_per_unit - len(self._unit_frames), 0)]
-        if not images:
-            return
-        if not self._unit_frames:
-            self._last_frame = images[0]
-        self._unit_frames.extend(images)
-        self._maybe_read_frame(force=False)
-
-    def _feed_audio(self, audio: np.ndarray, is_speech: bool | None) -> None:
-        unit = ms_to_samples(self.unit_ms, INPUT_SAMPLE_RATE_HZ)
-        first = ms_to_samples(FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ) + unit
+    def _feed_audio(self, audio: np.ndarray) -> None:
         self._uncommitted += audio.size
-        # Feed the policy and the clock in pieces that never straddle a unit boundary, so
+        # Feed the detector and the clock in pieces that never straddle a unit boundary, so
         # the unit decision sees exactly the audio up to its boundary.
+        clock = self._clock
         pos = 0
         while pos < audio.size:
-            boundary = first + self._unit_index * unit
-            take = min(audio.size - pos, max(boundary - self._samples, 0) or audio.size - pos)
+            boundary = clock.next_boundary
+            take = min(audio.size - pos, max(boundary - clock.samples, 0) or audio.size - pos)
             piece = audio[pos : pos + take]
             pos += take
-            self._samples += piece.size
-            t0 = time.perf_counter()
-            signals = self._policy.feed(piece)
-            self._unit_busy_s += time.perf_counter() - t0
-            for sig in signals:
+            clock.advance(piece.size)
+            for sig in self._turns.feed(piece):
                 self._on_signal(sig)
-            if self._samples >= boundary:
+            if clock.samples >= boundary:
                 self._close_unit()
 
     def _on_commit(self, msg: C.Commit) -> None:
@@ -388,136 +348,149 @@ class DuplexSession(ReplyFlow):
                                   event_id=msg.event_id)
         self._uncommitted = 0
         self.turn_id += 1
-        item_id = self._user_item or f"item_{uuid.uuid4().hex[:16]}"
-        self._user_item = None
+        item_id = self._turns.take_item()
         self._emit(E.InputCommitted(epoch=self.epoch, item_id=item_id, turn_id=self.turn_id,
                                     history_len=len(self._history)))
-        sig = None if msg.is_speech is False else self._policy.flush()
+        sig = None if msg.is_speech is False else self._turns.flush()
         if msg.is_speech is False:
-            self._policy.reset()
+            self._turns.reset()
         if sig is not None:
             self._on_signal(sig, commit=True)
-        if self._reply is not None:
-            self._reply.drain = True
-            self._reply.boundary_passed = True
-            self._advance_reply()
+        if self._replies.active is not None:
+            self._replies.drain_now()
         else:
-            self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=self._unit_index,
+            self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=self._clock.unit_index,
                                         reason="commit_no_speech"))
 
     def _on_cancel(self, msg: C.CancelResponse) -> None:
-        r = self._reply
+        r = self._replies.active
         if msg.type == "response.cancel" and (r is None or not r.created or
                                               (msg.response_id and msg.response_id != r.response_id)):
             raise C.ProtocolError("response_not_active", "no active response to cancel", event_id=msg.event_id,
                                   param="response_id" if msg.response_id else None)
         reason = "client_cancelled" if msg.type == "response.cancel" else "barge_in"
-        rid = r.response_id if r is not None and r.created else None
+        rid = self._replies.active_response_id
         self._cancel_reply(reason)
         if msg.type in ("output_audio_buffer.clear", "barge_in") or rid:
             self._emit(E.OutputAudioCleared(epoch=self.epoch, response_id=rid))
 
     def _on_response_create(self, msg: C.ResponseCreate) -> None:
-        if self._reply is not None:
+        if self._replies.active is not None:
             raise C.ProtocolError("response_already_active", "a response is already in progress", event_id=msg.event_id)
-        if self._committed_utterance is None:
+        held = self._turns.take_held()
+        if held is None:
             raise C.ProtocolError("response_create_without_input", "no committed user audio to answer",
                                   event_id=msg.event_id)
-        item_id, utt = self._committed_utterance
-        self._committed_utterance = None
-        self._start_reply(utt, item_id, drain=True, boundary_passed=True)
+        item_id, utt = held
+        self._replies.start(utt, item_id, drain=True, boundary_passed=True, seen_text=self._camera.seen_text)
 
     def _on_ack(self, msg: C.PlaybackAck) -> None:
-        rid = msg.response_id or (msg.item_id[5:] if msg.item_id and msg.item_id.startswith("item_") else None)
-        if rid is None:
-            raise C.ProtocolError("missing_item_id", "playback.ack needs response_id or item_id", event_id=msg.event_id)
-        fin = self._finished.get(rid)
-        if fin is None:
-            raise C.ProtocolError("playback_item_not_found", f"no finished response '{rid}'", event_id=msg.event_id)
-        if fin.turn_id < self.turn_id:
-            raise C.ProtocolError("playback_ack_too_late", "a later user turn was already committed",
-                                  event_id=msg.event_id)
-        heard = heard_text(fin.text, fin.marks, msg.played_ms)
+        heard = self._ledger.acknowledge(msg, self.turn_id)
+        item = heard.response.item_id
         ack_only = self.settings.playback_commit_policy == "ack_only"
-        if fin.history_index is None and ack_only and heard:
-            self._history.append(Turn("assistant", heard))
-            self._history_ids.append(f"item_{rid}")
-            fin.history_index = len(self._history) - 1
-        elif fin.history_index is not None and (ack_only or msg.truncate):
-            self._history[fin.history_index] = Turn("assistant", heard)
-        committed = fin.marks[-1][1] if fin.marks else 0.0
-        self._emit(E.PlaybackAcknowledged(epoch=self.epoch, response_id=rid, played_ms=msg.played_ms,
-                                          committed_ms=min(msg.played_ms, committed), truncate=msg.truncate,
-                                          history_committed=heard))
+        in_history = self._history.has(item)
+        if not in_history and ack_only and heard.text or in_history and (ack_only or msg.truncate):
+            self._history.put(item, Turn("assistant", heard.text))
+        self._emit(E.PlaybackAcknowledged(epoch=self.epoch, response_id=heard.response.response_id,
+                                          played_ms=msg.played_ms, committed_ms=heard.committed_ms,
+                                          truncate=msg.truncate, history_committed=heard.text))
+
+    # ------------------------------------------------------------------ turn signals -> replies
+    def _cancel_reply(self, reason: str | None) -> None:
+        """Hard interrupt of the reply in progress; an utterance deferred over it is dropped too."""
+        if self._replies.active is None:
+            return
+        self._replies.cancel(reason)
+        self._turns.drop_deferred()
+
+    def _on_signal(self, sig: TurnSignal, *, commit: bool = False) -> None:
+        replies = self._replies
+        if sig.kind == "speech_started":
+            item = self._turns.start_item()
+            self._emit(E.SpeechStarted(epoch=self.epoch, item_id=item, audio_start_ms=_ms(sig.at_sample)))
+            self._camera.maybe_read(force=True)
+            rid = replies.active_response_id
+            if rid is not None and self.settings.overlap_policy == "barge_in_on_speech":
+                self._cancel_reply("barge_in")
+                self._emit(E.OutputAudioCleared(epoch=self.epoch, response_id=rid))
+            return
+        item_id = self._turns.current_item()
+        utt = sig.utterance if sig.utterance is not None else np.zeros(0, np.float32)
+        r = replies.active
+        if r is not None and r.created:
+            if sig.kind == "end_of_turn":
+                self._emit(E.SpeechStopped(epoch=self.epoch, item_id=item_id, audio_end_ms=_ms(sig.at_sample)))
+                # an overlap the reply outlived: a short one (a backchannel) is acknowledged and
+                # dropped, a meaningful one is answered when the reply ends
+                if sig.speech_ms >= self._tcfg.overlap_short_ack_ms and self.settings.auto_response:
+                    self._turns.defer(item_id, utt)
+            return
+        log.debug("session %s: turn signal %s at %d", self.id, sig.kind, sig.at_sample)
+        if sig.kind == "resumed":  # the pause was not the end: drop the speculative reply
+            if r is not None and not r.confirmed:
+                self._cancel_reply(None)
+            return
+        if sig.kind == "pause":  # prepare the reply now, show it only if the turn really ends
+            if r is not None:
+                self._cancel_reply(None)
+            if self.settings.auto_response:
+                replies.start(utt, item_id, drain=False, confirmed=False, seen_text=self._camera.seen_text)
+            return
+        self._emit(E.SpeechStopped(epoch=self.epoch, item_id=item_id, audio_end_ms=_ms(sig.at_sample)))
+        if not self.settings.auto_response:
+            self._turns.hold(item_id, utt)
+            return
+        now = commit or self._tcfg.reply_at == "end_of_turn"  # else: wait for the next unit boundary
+        if r is not None and not r.confirmed:  # the speculative reply answers exactly this turn
+            replies.confirm(drain=commit, boundary_passed=now)
+            return
+        if r is not None:  # the user went on before we answered: answer the latest words
+            self._cancel_reply(None)
+        replies.start(utt, item_id, drain=commit, boundary_passed=now, seen_text=self._camera.seen_text)
+
+    def _promote_deferred(self) -> None:
+        """Answer the utterance said over the reply that just ended (if any, and nothing else is under way)."""
+        if self._replies.active is not None:
+            return
+        deferred = self._turns.take_deferred()
+        if deferred is None:
+            return
+        item_id, utt = deferred
+        self._replies.start(utt, item_id, drain=False, boundary_passed=self._tcfg.reply_at == "end_of_turn",
+                            seen_text=self._camera.seen_text)
 
     # ------------------------------------------------------------------ unit clock
     def _close_unit(self) -> None:
-        k = self._unit_index
-        self._unit_index += 1
-        compute_ms = self._unit_busy_s * 1000.0
-        self._unit_busy_s = 0.0
-        frames = self._unit_frames
-        self._unit_frames = []
-        r = self._reply
+        k = self._clock.close_unit()
+        compute_ms = self._turns.take_compute_ms()
+        frames = self._camera.take_unit_frames()
+        r = self._replies.active
         decision = "listen"
-        if r is not None and r.created and self._policy.user_speaking and \
-                self._policy.current_speech_ms >= self._tcfg.barge_in_ms:
-            rid = r.response_id
-            r.ctx.cancel()
-            if r.task is not None:
-                r.task.cancel()
-            r.chunks.clear()
-            self._finish_reply("completed", "user_overlap")
+        if r is not None and r.created and self._turns.speaking_for(self._tcfg.barge_in_ms):
+            rid = self._replies.end_for_overlap()
             self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=k, response_id=rid,
                                         reason="user_overlap"))
             self._promote_deferred()
         elif r is not None:
-            if r.confirmed:  # (a speculative reply waits for a boundary after the turn has ended)
-                r.boundary_passed = True
-            if r.created:
+            speak, listen_due = self._replies.at_unit_boundary()
+            if speak:
                 decision = "speak"
-            self._advance_reply()
-            if self._reply is not None and self._reply.created:
-                decision = "speak"
-            elif self._reply is None or not self._reply.confirmed:  # a speculative reply: still listening
+            if listen_due:
                 self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=k))
         else:
             self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=k))
-        listen = decision == "listen"
         sizes = [(f.shape[1], f.shape[0]) for f in frames]
-        evicted, overflow = self._ctx.add_unit(k, self.unit_ms, sizes, self._unit_text_tokens, listen)
-        self._unit_text_tokens = 0
+        evicted, overflow = self._ctx.add_unit(k, self.unit_ms, sizes, self._replies.take_unit_text_tokens(),
+                                               decision == "listen")
         for item_id in evicted:
-            if item_id in self._history_ids:
-                i = self._history_ids.index(item_id)
-                del self._history[i], self._history_ids[i]
-                for fin in self._finished.values():
-                    if fin.history_index is not None and fin.history_index >= i:
-                        fin.history_index = fin.history_index - 1 if fin.history_index > i else None
+            self._history.drop(item_id)
             self._emit(E.ItemDeleted(epoch=self.epoch, item_id=item_id))
         self._emit(E.UnitMetrics(epoch=self.epoch, unit_index=k, compute_ms=compute_ms, context_tokens=self._ctx.total,
                                  max_context_tokens=self._ctx.max_tokens, decision=decision,
-                                 seen_text=self._seen_text))
+                                 seen_text=self._camera.seen_text))
         if overflow:
             self._error("context_length_exceeded", f"context of {self._ctx.total} tokens exceeds "
                         f"{self._ctx.max_tokens} and nothing more can be dropped", error_type="server_error")
             self._close_now("context_length_exceeded")
-        self._maybe_read_frame(force=False)
+        self._camera.maybe_read(force=False)
 
-    # ------------------------------------------------------------------ vision
-    def _maybe_read_frame(self, *, force: bool) -> None:
-        if not self.deps.vision or self._last_frame is None or self._ocr_busy:
-            return
-        if not force and time.monotonic() - self._ocr_at < OCR_REFRESH_S:
-            return
-        self._ocr_busy = True
-        self._ocr_at = time.monotonic()
-        frame, self._last_frame = self._last_frame, None
-        self._spawn(self._read(frame))
-
-    async def _read(self, frame: np.ndarray) -> None:
-        try:
-            text = await self.deps.pipeline.read_image(RequestContext(f"{self.id}:ocr"), frame)
-        except (RequestCancelled, StageError, asyncio.CancelledError):
-            text = self._seen_text
-        await self._post(_Seen(text))

@@ -1,7 +1,7 @@
 """Server events of the realtime duplex protocol, typed, each rendering its own wire JSON.
 
 The event names and shapes follow vLLM-Omni's realtime duplex protocol (GA names; the
-beta aliases are only accepted on input, see :mod:`app.backend.commands`). The WebSocket
+beta aliases are only accepted on input, see :mod:`app.backend.protocol.commands`). The WebSocket
 route serialises these with :meth:`ServerEvent.to_wire`; the in-process WebRTC handler
 consumes the same objects directly.
 

@@ -1,0 +1,40 @@
+"""Choosing a session's turn detector from the deploy config (``turn_policy.detector``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from app.backend.turns.detector import StreamingVad, TurnDetector
+from app.backend.turns.silence import SilenceTurnDetector
+
+DETECTORS: Final[tuple[str, ...]] = ("silence", "manual")
+"""Detector names ``turn_policy.detector`` accepts: ``silence`` (VAD silence timer, the default);
+``manual`` (push-to-talk: speech onsets are still detected for barge-in, the turn ends only on
+``input_audio_buffer.commit``)."""
+
+
+class DetectorUnavailable(RuntimeError):
+    """The configured detector cannot be built for this family (the message says why)."""
+
+
+def detector_factory(name: str, config: Any, new_vad: Callable[[], StreamingVad] | None) -> Callable[[], TurnDetector]:
+    """A factory of fresh per-session detectors.
+
+    Args:
+        name: one of :data:`DETECTORS`.
+        config: the deploy config's ``turn_policy`` section.
+        new_vad: builds a streaming VAD (the ``tiny`` Thinker's ``vad_factory``); None if the
+            family has none.
+
+    Raises:
+        DetectorUnavailable: unknown name, or the family offers no VAD.
+    """
+    if name not in DETECTORS:
+        raise DetectorUnavailable(f"unknown turn detector '{name}' (choose one of {', '.join(DETECTORS)})")
+    if new_vad is None:
+        raise DetectorUnavailable(f"turn detector '{name}' needs a streaming VAD and the family has none")
+    vad = new_vad
+    if name == "manual":
+        return lambda: SilenceTurnDetector(vad(), config, silence_ends_turn=False)
+    return lambda: SilenceTurnDetector(vad(), config)
