@@ -247,6 +247,36 @@ async def run_latency(url: str, unit_ms: int, n: int, inputs: list[dict[str, Any
     return samples
 
 
+async def run_latency_pair(url: str, baseline_url: str, n: int,
+                           inputs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Part (a) at 1000 ms against two servers, sample by sample: ``n`` samples each, the same input
+    for both members of a pair, the order inside a pair swapped every pair."""
+    ours: list[dict[str, Any]] = []
+    base: list[dict[str, Any]] = []
+    for i in range(n):
+        order = [(url, ours, "current"), (baseline_url, base, "baseline")]
+        for u, out, tag in order if i % 2 == 0 else order[::-1]:
+            t0 = time.monotonic()
+            s = await latency_sample(u, inputs[i % len(inputs)], 1000)
+            s["i"] = i
+            s["sample_wall_s"] = time.monotonic() - t0
+            out.append(s)
+            print(f"[duplex] (a) {tag} {i + 1}/{n} {s['question']}: latency {C.fmt_s(s['latency_ms'], 'ms', 0)} "
+                  f"reply {s['reply']!r}", flush=True)
+            await asyncio.sleep(0.3)
+    return ours, base
+
+
+def _tree_rev(tree: str) -> str | None:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 # --------------------------------------------------------------------------- (b) concurrency
 def build_session_audio(inputs: list[dict[str, Any]], index: int, k: int, seconds: float) -> tuple[bytes, list[dict]]:
     """``seconds`` of audio: a question every SLOT_S s, shifted by ``index * SLOT_S / k`` s."""
@@ -526,6 +556,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", default=None, help="(b) comma list of K to run instead of the search, e.g. 1,2,4,6")
     p.add_argument("--all-k", action="store_true", help="(b) run K = 1, 2, 4, 6")
     p.add_argument("--barge-n", type=int, default=None, help="(c) samples (default 10; quick 1)")
+    p.add_argument("--baseline-tree", default=None, help="(a) also run part (a) at 1000 ms against the app of "
+                   "this checkout (e.g. a git worktree of an older commit), interleaved sample by sample with the "
+                   "current tree on two servers up at once; reported side by side")
     p.add_argument("--barge-hard", action="store_true", help="(c) also measure with the session's overlap_policy "
                                                             "barge_in_on_speech (hard cancel on speech; reported "
                                                             "separately, not the default behaviour)")
@@ -559,7 +592,22 @@ def main(argv: list[str] | None = None) -> int:
         srv = C.ServerProcess()
         srv.start()
         try:
-            if "a" in parts:
+            if "a" in parts and args.baseline_tree:
+                base = C.ServerProcess(tree=args.baseline_tree)
+                base.start()
+                try:
+                    s1000, sbase = asyncio.run(run_latency_pair(srv.base_url, base.base_url, n, inputs))
+                finally:
+                    base.stop()
+                result.setdefault("latency", {})["1000"] = {"server": srv.command, "deploy_overrides": {},
+                                                             "n": n, "samples": s1000, "git": C._git("rev-parse",
+                                                                                                      "--short",
+                                                                                                      "HEAD")}
+                result["latency"]["1000-baseline"] = {
+                    "server": base.command, "deploy_overrides": {}, "n": n, "samples": sbase,
+                    "git": _tree_rev(args.baseline_tree),
+                    "pairing": "samples alternate between the two servers (order swapped every pair), same inputs"}
+            elif "a" in parts:
                 s1000 = asyncio.run(run_latency(srv.base_url, 1000, n, inputs))
                 result.setdefault("latency", {})["1000"] = {"server": srv.command, "deploy_overrides": {},
                                                              "n": n, "samples": s1000}
@@ -584,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             srv.stop()
         result["latency"]["500"] = {"server": srv.command, "deploy_overrides": overrides, "n": n, "samples": s500}
-        for unit in ("1000", "500"):
+        for unit in list(result["latency"]):
             block = result["latency"][unit]
             ss = block["samples"]
             block["summary"] = {
@@ -595,9 +643,11 @@ def main(argv: list[str] | None = None) -> int:
                 "missing": sum(1 for s in ss if s["latency_ms"] is None),
             }
             lat = block["summary"]["latency_ms"]
+            unit_ms = int(unit.split("-")[0])
+            label = f"{unit_ms} ms units" + (f", baseline {block.get('git')}" if "-baseline" in unit else "")
             metrics.append(C.metric(
-                f"latency_p50_{unit}", f"Speech end -> first audio delta, {unit} ms units, p50",
-                lat["p50"], "ms", "<=", TARGET_LATENCY_P50_MS[int(unit)], n=lat["n"],
+                f"latency_p50_{unit}", f"Speech end -> first audio delta, {label}, p50",
+                lat["p50"], "ms", "<=", TARGET_LATENCY_P50_MS[unit_ms], n=lat["n"],
                 detail=f"p95 {C.fmt_s(lat['p95'], 'ms', 0)}; {block['summary']['missing']} of {n} without audio"))
             if block["summary"]["missing"]:
                 notes.append(f"(a) {unit} ms: {block['summary']['missing']} of {n} samples got no audio within "

@@ -188,19 +188,17 @@ def section_duplex(data: dict[str, Any]) -> list[str]:
                    "(energy detector). Columns after `latency` are receive times relative to the same origin.")
         out.append("")
         rows = []
-        for unit in ("1000", "500"):
-            b = lat.get(unit)
-            if not b:
-                continue
+        for unit, b in lat.items():
             s = b.get("summary") or {}
-            rows.append(summary_row(f"{unit} ms units: latency", s.get("latency_ms"), "ms"))
-            rows.append(summary_row(f"{unit} ms units: VAD speech_stopped", s.get("speech_stopped_rx_ms"), "ms"))
-            rows.append(summary_row(f"{unit} ms units: response.created", s.get("response_created_rx_ms"), "ms"))
-            rows.append(summary_row(f"{unit} ms units: append slack", s.get("append_slack_ms"), "ms"))
+            name = f"{unit.split('-')[0]} ms units" + (f" (baseline {b.get('git')})" if "-baseline" in unit else "")
+            rows.append(summary_row(f"{name}: latency", s.get("latency_ms"), "ms"))
+            rows.append(summary_row(f"{name}: VAD speech_stopped", s.get("speech_stopped_rx_ms"), "ms"))
+            rows.append(summary_row(f"{name}: response.created", s.get("response_created_rx_ms"), "ms"))
+            rows.append(summary_row(f"{name}: append slack", s.get("append_slack_ms"), "ms"))
         out += table(SUMMARY_HEADERS, rows)
         rows = []
-        for unit in ("1000", "500"):
-            for x in (lat.get(unit) or {}).get("samples", []):
+        for unit, b in lat.items():
+            for x in b.get("samples", []):
                 rows.append([unit, x.get("i"), x.get("question"), num(x.get("latency_ms"), "ms"),
                              num(x.get("speech_stopped_rx_ms"), "ms"), num(x.get("transcript_rx_ms"), "ms"),
                              num(x.get("response_created_rx_ms"), "ms"), x.get("asr", ""), x.get("reply", "")])
