@@ -38,8 +38,22 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prepare_smart_turn() -> int:
+    """Extract the Smart Turn v3.2 graph from pipecat's downloaded wheel and check its sha256."""
+    from app.backend.models.tiny.cache import ModelAssetMissingError, WeightIntegrityError
+    from app.backend.turns.smart_turn import smart_turn_model_path
+
+    try:
+        path = smart_turn_model_path()
+    except (ModelAssetMissingError, WeightIntegrityError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"prepare: Smart Turn v3.2 ready ({path})")
+    return 0
+
+
 def _prepare(args: argparse.Namespace) -> int:
-    """Load the configured family once so its cached, sha256-checked files exist; print timings."""
+    """Make the cached, sha256-checked model files exist (Smart Turn, then the family); print timings."""
     import time
 
     from app.backend.engine import FamilyUnavailable, load_family
@@ -50,6 +64,8 @@ def _prepare(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if rc := _prepare_smart_turn():
+        return rc
     if cfg.model_family != "tiny":
         print(f"prepare: nothing to prepare for model_family '{cfg.model_family}'")
         return 0

