@@ -30,8 +30,8 @@ import soxr
 
 from app.backend.models.tiny import cache, weights
 from app.backend.models.tiny.cache import ModelAssetMissingError, WeightIntegrityError, verify_sha256
-from app.backend.turns import smart_turn as st
-from app.backend.turns.smart_turn import (
+from app.backend.models.tiny import smart_turn as st
+from app.backend.models.tiny.smart_turn import (
     SmartTurnModel,
     SmartTurnScorer,
     smart_turn_features,

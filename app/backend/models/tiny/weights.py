@@ -77,4 +77,4 @@ SMART_TURN_V3_2_SHA256: Final[str] = (
 )
 """sha256 of ``pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx`` (8,679,182 bytes,
 int8) inside ``pipecat_ai-1.14.0-py3-none-any.whl`` from PyPI, taken 2026-12-01. The wheel is
-only downloaded (``scripts/setup.sh``), never installed; see :mod:`app.backend.turns.smart_turn`."""
+only downloaded (``scripts/setup.sh``), never installed; see :mod:`app.backend.models.tiny.smart_turn`."""
