@@ -40,7 +40,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _prepare_smart_turn() -> int:
     """Extract the Smart Turn v3.2 graph from pipecat's downloaded wheel and check its sha256."""
-    from app.backend.models.tiny.cache import ModelAssetMissingError, WeightIntegrityError
+    from app.backend.models.tiny.cache import (
+        ModelAssetMissingError,
+        WeightIntegrityError,
+    )
     from app.backend.models.tiny.smart_turn import smart_turn_model_path
 
     try:

@@ -17,7 +17,11 @@ from app.backend.duplex.session import DuplexSession, SessionDeps
 from app.backend.metrics import EngineMetrics
 from app.backend.pipeline.stages import ModelFamily
 from app.backend.pipeline.workers import Pipeline
-from app.backend.turns.factory import DetectorUnavailable, detector_factory
+from app.backend.turns.factory import (
+    NEEDS_SCORER,
+    DetectorUnavailable,
+    detector_factory,
+)
 from app.constants import FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ
 
 log = logging.getLogger(__name__)
@@ -84,15 +88,27 @@ class Engine:
         )
         self.pipeline.start()
         caps = self.family.capabilities
+        detector = cfg.turn_policy.detector
+        if detector not in caps.turn_detectors:
+            raise FamilyUnavailable(f"family '{caps.name}' has no turn detector '{detector}' "
+                                    f"(it offers {', '.join(caps.turn_detectors)})")
         try:
-            new_detector = detector_factory(cfg.turn_policy.detector, cfg.turn_policy,
-                                            getattr(self.family.thinker, "vad_factory", None))
+            new_detector = detector_factory(detector, cfg.turn_policy, getattr(self.family.thinker, "vad_factory", None))
         except DetectorUnavailable as exc:
             raise FamilyUnavailable(f"family '{caps.name}': {exc}") from exc
+        score_turn = None
+        if detector in NEEDS_SCORER:
+            if self.family.turn_scorer is None:
+                raise FamilyUnavailable(f"family '{caps.name}' declares '{detector}' but has no end-of-turn model")
+            scorer = await asyncio.to_thread(self.family.turn_scorer)
+            score_turn = scorer.score
+            self.metrics.watch_turn_scorer(scorer)
         deps = SessionDeps(
             pipeline=self.pipeline,
             config=cfg,
             new_detector=new_detector,
+            score_turn=score_turn,
+            metrics=self.metrics,
             capabilities=self.capabilities(),
             max_context_tokens=getattr(cfg.duplex_session, "max_context_tokens", None) or caps.max_context_tokens,
             vision=caps.vision,
@@ -155,6 +171,8 @@ class Engine:
             "max_context_tokens": getattr(d, "max_context_tokens", None) or caps.max_context_tokens,
             "input_sample_rate_hz": INPUT_SAMPLE_RATE_HZ,
             "output_sample_rate_hz": caps.output_sample_rate_hz,
+            "turn_detector": self.config.turn_policy.detector,
+            "turn_detectors": list(caps.turn_detectors),
         }
 
     def health(self) -> dict[str, Any]:

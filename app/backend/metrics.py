@@ -5,6 +5,8 @@ One registry per engine so several servers (tests) in one process never collide.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -25,6 +27,9 @@ class EngineMetrics:
         sessions_refused: sessions refused at admission.
         requests: chat completions by outcome.
         ttfp_s: time to first audio packet of chat/duplex responses, seconds.
+        turn_score_s: end-of-turn model scores as a session waited for them (queue + batch), seconds.
+        turn_decisions: scored pauses and capped pauses by outcome (``complete``, ``incomplete``,
+            ``failed``, ``cap``).
     """
 
     def __init__(self) -> None:
@@ -54,3 +59,24 @@ class EngineMetrics:
         self.ttfp_s = Histogram(
             "omni_ttfp_seconds", "Time to first audio packet", ["route"], buckets=_LATENCY_BUCKETS, registry=r
         )
+        self.turn_score_s = Histogram(
+            "omni_turn_detector_score_seconds", "End-of-turn model score, request to result", buckets=_LATENCY_BUCKETS,
+            registry=r)
+        self.turn_decisions = Counter("omni_turn_detector_decisions", "End-of-turn decisions on pauses", ["outcome"],
+                                      registry=r)
+
+    def record_turn_decision(self, outcome: str, score_s: float | None) -> None:
+        """One pause decision of a learned turn detector (``score_s`` None for a capped pause)."""
+        self.turn_decisions.labels(outcome).inc()
+        if score_s is not None:
+            self.turn_score_s.observe(score_s)
+
+    def watch_turn_scorer(self, scorer: Any) -> None:
+        """Export a shared end-of-turn scorer's batching counters (``scorer.stats()``)."""
+        r = self.registry
+        for name, doc, attr in (("calls", "Model calls (one per batch)", "calls"),
+                                ("clips", "Clips scored", "clips"),
+                                ("compute_seconds", "Seconds in model calls", "total_s"),
+                                ("max_batch", "Largest batch so far", "max_batch_size")):
+            g = Gauge(f"omni_turn_detector_{name}", f"End-of-turn scorer: {doc}", registry=r)
+            g.set_function(lambda a=attr: float(getattr(scorer.stats(), a)))

@@ -16,6 +16,7 @@ errors. Named connector definitions (``connectors.<name>: {name, extra}``) are s
 from __future__ import annotations
 
 import difflib
+import itertools
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -274,10 +275,18 @@ class TurnPolicyConfig(BaseModel):
 
     model_config = _OURS
 
-    detector: Literal["silence", "manual"] = "silence"
+    detector: Literal["silence", "manual", "smart_turn"] = "silence"
     """Who decides that the user's turn has ended: ``silence`` = the VAD silence timer below;
     ``manual`` = only ``input_audio_buffer.commit`` ends a turn (push-to-talk; speech onsets are
-    still detected for barge-in and overlap)."""
+    still detected for barge-in and overlap); ``smart_turn`` = VAD pauses scored by the Smart Turn
+    v3.2 end-of-turn model (``smart_turn_*``, ``max_pause_ms``). The family must declare it."""
+    smart_turn_checks_ms: list[PosFloat] = Field(default_factory=lambda: [200.0, 400.0, 700.0, 1100.0, 1600.0])
+    """``smart_turn``: silence after the user's last speech at which the pause is scored, ms, increasing."""
+    smart_turn_thresholds: list[Annotated[float, Field(gt=0, lt=1)]] = Field(
+        default_factory=lambda: [0.9, 0.8, 0.6, 0.4, 0.25])
+    """``smart_turn``: the probability that ends the turn at each check (one per check; falling)."""
+    max_pause_ms: Annotated[int, Field(ge=2000)] = 2000
+    """``smart_turn``: a pause this long ends the turn whatever the model says, ms (at least 2000)."""
     vad_threshold: Annotated[float, Field(gt=0, lt=1)] = 0.5
     """Speech probability above which a frame counts as speech."""
     end_of_turn_silence_ms: PosInt = 500
@@ -297,6 +306,15 @@ class TurnPolicyConfig(BaseModel):
     turn (and the reply is ready), mid-unit; ``unit_boundary`` = at the next unit boundary only,
     as MiniCPM-o's once-per-unit speak/listen decision does (adds half a unit on average)."""
     max_reply_tokens: PosInt = 48
+
+    @model_validator(mode="after")
+    def _checks_match_thresholds(self) -> TurnPolicyConfig:
+        checks, thresholds = self.smart_turn_checks_ms, self.smart_turn_thresholds
+        if len(checks) != len(thresholds) or not checks:
+            raise ValueError("smart_turn_checks_ms and smart_turn_thresholds need the same, non-zero length")
+        if any(b <= a for a, b in itertools.pairwise(checks)):
+            raise ValueError("smart_turn_checks_ms must increase")
+        return self
 
 
 class RemoteConfig(BaseModel):

@@ -64,6 +64,9 @@ def _appends(audio: np.ndarray, tag: str) -> list[dict[str, Any]]:
     return out
 
 
+WALL_CLOCK_KEYS = frozenset({"compute_ms", "turn_score_ms"})
+"""Fields measured in wall time (dropped by :func:`normalise`)."""
+
 SCRIPT_NAMES = ("question", "barge_in", "commit", "hard_cancel", "bad_events")
 """The scripted sessions (keys of :func:`scripts`)."""
 
@@ -177,7 +180,7 @@ def normalise(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     def walk(obj: Any, key: str = "") -> Any:
         if isinstance(obj, dict):
-            return {k: walk(v, k) for k, v in obj.items() if k != "compute_ms"}
+            return {k: walk(v, k) for k, v in obj.items() if k not in WALL_CLOCK_KEYS}
         if isinstance(obj, list):
             return [walk(v) for v in obj]
         if isinstance(obj, str):

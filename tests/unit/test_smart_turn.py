@@ -29,8 +29,12 @@ import soundfile as sf
 import soxr
 
 from app.backend.models.tiny import cache, weights
-from app.backend.models.tiny.cache import ModelAssetMissingError, WeightIntegrityError, verify_sha256
 from app.backend.models.tiny import smart_turn as st
+from app.backend.models.tiny.cache import (
+    ModelAssetMissingError,
+    WeightIntegrityError,
+    verify_sha256,
+)
 from app.backend.models.tiny.smart_turn import (
     SmartTurnModel,
     SmartTurnScorer,

@@ -29,7 +29,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +45,8 @@ from app.backend.duplex.inputs import InputDecoder
 from app.backend.duplex.playback import PlaybackLedger
 from app.backend.duplex.replies import Posted, ReplyRunner
 from app.backend.duplex.settings import SessionSettings, apply_update
-from app.backend.duplex.turn_tracker import TurnTracker
+from app.backend.duplex.turn_tracker import Scored, TurnTracker
+from app.backend.metrics import EngineMetrics
 from app.backend.pipeline.stages import Turn
 from app.backend.pipeline.workers import Pipeline
 from app.backend.protocol import commands as C
@@ -66,6 +69,9 @@ class SessionDeps:
         capabilities: the wire ``capabilities`` object.
         max_context_tokens: Thinker context budget, tokens.
         vision: the family reads frames.
+        score_turn: the shared end-of-turn scorer (``score(audio) -> Future[float]``) for detectors
+            that ask for scores; None otherwise.
+        metrics: the engine's metrics (turn decisions), or None.
     """
 
     pipeline: Pipeline
@@ -74,6 +80,8 @@ class SessionDeps:
     capabilities: dict[str, Any]
     max_context_tokens: int
     vision: bool
+    score_turn: Callable[[np.ndarray], Future[float]] | None = None
+    metrics: EngineMetrics | None = None
 
 
 @dataclass
@@ -116,7 +124,10 @@ class DuplexSession:
         self._task: asyncio.Task[None] | None = None
         self._work: set[asyncio.Task[Any]] = set()
         self._clock = UnitClock(self.unit_ms)
-        self._turns = TurnTracker(deps.new_detector())
+        self._turns = TurnTracker(deps.new_detector(), score=deps.score_turn, spawn=self._spawn, post=self._post,
+                                  on_decision=deps.metrics.record_turn_decision if deps.metrics else None)
+        self._held_audio: np.ndarray | None = None  # input not yet fed: the detector waits for a score
+        self._gated: deque[Any] = deque()  # client commands that arrived meanwhile, in order
         self._history = History()
         self._ctx = ContextWindow(deps.max_context_tokens, self._dcfg.context_watermark_ratio)
         self._ledger = PlaybackLedger(self._dcfg.completed_append_cache_size)
@@ -249,23 +260,30 @@ class DuplexSession:
     async def _run(self) -> None:
         try:
             while not self.closed:
-                msg = await self._inbox.get()
-                try:
-                    self._handle(msg)
-                except C.ProtocolError as err:
-                    self.reject(err)
-                except MediaError as err:
-                    self._error(err.code if err.code.startswith(("bad_", "invalid")) else "bad_audio", str(err),
-                                event_id=getattr(msg, "event_id", None))
-                except Exception as exc:  # a bug must not take other sessions down
-                    log.exception("session %s: internal error", self.id)
-                    self._error("internal_error", f"{type(exc).__name__}: {exc}", error_type="server_error")
+                self._dispatch(await self._inbox.get())
         finally:
             if not self.closed:
                 self._close_now("shutdown")
 
+    def _dispatch(self, msg: Any) -> None:
+        try:
+            self._handle(msg)
+        except C.ProtocolError as err:
+            self.reject(err)
+        except MediaError as err:
+            self._error(err.code if err.code.startswith(("bad_", "invalid")) else "bad_audio", str(err),
+                        event_id=getattr(msg, "event_id", None))
+        except Exception as exc:  # a bug must not take other sessions down
+            log.exception("session %s: internal error", self.id)
+            self._error("internal_error", f"{type(exc).__name__}: {exc}", error_type="server_error")
+
     def _handle(self, msg: Any) -> None:
-        if isinstance(msg, Posted):
+        if self._turns.waiting and C.is_client_command(msg) and not isinstance(msg, C.CloseSession):
+            self._gated.append(msg)  # after the held input, in order: decisions stay on the media clock
+            return
+        if isinstance(msg, Scored):
+            self._on_scored(msg)
+        elif isinstance(msg, Posted):
             self._replies.on_posted(msg)
         elif isinstance(msg, Seen):
             self._camera.on_seen(msg)
@@ -284,7 +302,9 @@ class DuplexSession:
             self._on_append(msg)
         elif isinstance(msg, C.AppendArrays):
             self._camera.add(list(msg.frames))
-            self._feed_audio(np.asarray(msg.audio, np.float32).reshape(-1))
+            audio = np.asarray(msg.audio, np.float32).reshape(-1)
+            self._uncommitted += audio.size
+            self._feed_audio(audio)
         elif isinstance(msg, C.Commit):
             self._on_commit(msg)
         elif isinstance(msg, C.ClearInput):
@@ -310,6 +330,7 @@ class DuplexSession:
     def _on_update(self, msg: C.SessionUpdate) -> None:
         self.settings = apply_update(self.settings, msg.session, audio_started=self._clock.samples > 0)
         self._input.configure(self.settings)
+        self._turns.set_patience(self.settings.turn_patience)
         if not self.configured:
             self.configured = True
             self._ctx.set_prefix(self._input.ref_audio_samples(self.settings.ref_audio))
@@ -323,25 +344,38 @@ class DuplexSession:
             for err in problems:
                 self.reject(err)
             self._camera.add(images)
+        self._uncommitted += audio.size
         self._feed_audio(audio)
 
     def _feed_audio(self, audio: np.ndarray) -> None:
-        self._uncommitted += audio.size
         # Feed the detector and the clock in pieces that never straddle a unit boundary, so
-        # the unit decision sees exactly the audio up to its boundary.
+        # the unit decision sees exactly the audio up to its boundary. A detector waiting for a
+        # model score takes no more: the rest is held (and the clock with it) until the score is in.
         clock = self._clock
         pos = 0
         while pos < audio.size:
             boundary = clock.next_boundary
             take = min(audio.size - pos, max(boundary - clock.samples, 0) or audio.size - pos)
-            piece = audio[pos : pos + take]
-            pos += take
-            clock.advance(piece.size)
-            for sig in self._turns.feed(piece):
+            signals, used = self._turns.feed(audio[pos : pos + take])
+            pos += used
+            clock.advance(used)
+            for sig in signals:
                 self._on_signal(sig)
             if clock.samples >= boundary:
                 self._close_unit()
+            if self._turns.waiting:
+                self._held_audio = audio[pos:]
+                return
 
+    def _on_scored(self, msg: Scored) -> None:
+        """A model score is back: apply its decision at its sample, then the input held meanwhile."""
+        for sig in self._turns.resolve(msg):
+            self._on_signal(sig)
+        held, self._held_audio = self._held_audio, None
+        if held is not None and held.size:
+            self._feed_audio(held)
+        while self._gated and not self._turns.waiting and not self.closed:
+            self._dispatch(self._gated.popleft())
     def _on_commit(self, msg: C.Commit) -> None:
         if self._uncommitted == 0:
             raise C.ProtocolError("input_audio_buffer_empty", "nothing appended since the last commit",
@@ -485,9 +519,10 @@ class DuplexSession:
         for item_id in evicted:
             self._history.drop(item_id)
             self._emit(E.ItemDeleted(epoch=self.epoch, item_id=item_id))
+        scores, score_ms = self._turns.take_score_stats()
         self._emit(E.UnitMetrics(epoch=self.epoch, unit_index=k, compute_ms=compute_ms, context_tokens=self._ctx.total,
                                  max_context_tokens=self._ctx.max_tokens, decision=decision,
-                                 seen_text=self._camera.seen_text))
+                                 seen_text=self._camera.seen_text, turn_scores=scores, turn_score_ms=score_ms))
         if overflow:
             self._error("context_length_exceeded", f"context of {self._ctx.total} tokens exceeds "
                         f"{self._ctx.max_tokens} and nothing more can be dropped", error_type="server_error")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.backend.protocol.commands import ProtocolError
+from app.backend.turns.learned import PATIENCE_RANGE
 from app.constants import (
     DEFAULT_INSTRUCTIONS,
     INPUT_SAMPLE_RATE_HZ,
@@ -51,6 +52,8 @@ class SessionSettings:
         overlap_policy: ``listen_only`` (soft interrupt) or ``barge_in_on_speech`` (hard cancel on overlap).
         ref_audio: the reference voice as given (URI / data URL), if any.
         force_listen_count: the first N units are forced to listen.
+        turn_patience: how long the learned turn detector waits in a pause, x the default
+            (``extra_body.turn_patience``, 0.5-3.0; slow or non-native speakers want more).
         turn_detection: always None (the model owns turn-taking).
     """
 
@@ -66,6 +69,7 @@ class SessionSettings:
     overlap_policy: str = "listen_only"
     ref_audio: str | None = None
     force_listen_count: int = 0
+    turn_patience: float = 1.0
     turn_detection: None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -91,7 +95,8 @@ class SessionSettings:
             "turn_detection": None,
             "overlap_policy": self.overlap_policy,
             "playback_commit_policy": self.playback_commit_policy,
-            "extra_body": {"auto_response": self.auto_response, "force_listen_count": self.force_listen_count},
+            "extra_body": {"auto_response": self.auto_response, "force_listen_count": self.force_listen_count,
+                           "turn_patience": self.turn_patience},
         }
 
 
@@ -209,4 +214,11 @@ def apply_update(current: SessionSettings, session: dict[str, Any], *, audio_sta
         if not isinstance(n, int) or n < 0:
             raise ProtocolError("bad_event", "force_listen_count must be an integer >= 0", param="extra_body.force_listen_count")
         changes["force_listen_count"] = n
+    if "turn_patience" in extra:
+        v = extra["turn_patience"]
+        lo, hi = PATIENCE_RANGE
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise ProtocolError("bad_event", f"turn_patience must be a number from {lo:g} to {hi:g}",
+                                param="extra_body.turn_patience")
+        changes["turn_patience"] = float(v)
     return replace(current, **changes)

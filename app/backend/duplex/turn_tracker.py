@@ -1,15 +1,41 @@
-"""Turn tracking of a duplex session: the turn detector plus what the session remembers of the
-user's utterances (the item being spoken, an utterance deferred until the reply ends, one held
-for ``response.create``)."""
+"""Turn tracking of a duplex session: the turn detector (and its model scores) plus what the session
+remembers of the user's utterances (the item being spoken, an utterance deferred until the reply
+ends, one held for ``response.create``)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from app.backend.turns.detector import TurnDetector, TurnSignal
+from app.backend.turns.detector import ScoreRequest, TurnDetector, TurnSignal
+
+log = logging.getLogger(__name__)
+
+SCORE_TIMEOUT_S = 2.0
+"""A model score not back after this long counts as failed (the pause keeps listening)."""
+
+
+@dataclass
+class Scored:
+    """Posted to the session when an end-of-turn score is back.
+
+    Attributes:
+        request: what was scored.
+        probability: that the turn is complete, or None (the scorer failed or timed out).
+        seconds: request to result, wall clock.
+    """
+
+    request: ScoreRequest
+    probability: float | None
+    seconds: float
 
 
 def new_item_id() -> str:
@@ -22,27 +48,97 @@ class TurnTracker:
 
     Args:
         detector: the session's detector (built from ``turn_policy.detector``).
+        score: the shared end-of-turn scorer (``score(audio) -> Future[float]``), for detectors
+            that ask for scores; None otherwise.
+        spawn: runs a coroutine as the session's background work.
+        post: hands a result back to the session's inbox.
+        on_decision: called with ``(outcome, score seconds or None)`` after each scored or capped
+            pause (metrics).
     """
 
-    def __init__(self, detector: TurnDetector) -> None:
+    def __init__(self, detector: TurnDetector, *, score: Callable[[np.ndarray], Future[float]] | None = None,
+                 spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]] | None = None,
+                 post: Callable[[Any], Awaitable[None]] | None = None,
+                 on_decision: Callable[[str, float | None], None] | None = None) -> None:
         self._detector = detector
+        self._score = score
+        self._spawn = spawn
+        self._post = post
+        self._on_decision = on_decision
         self._busy_s = 0.0
+        self._score_s = 0.0
+        self._score_calls = 0
         self._item: str | None = None
         self._deferred: tuple[str, np.ndarray] | None = None
         self._held: tuple[str, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ detection
-    def feed(self, audio: np.ndarray) -> list[TurnSignal]:
-        """Feed float32 16 kHz input audio to the detector (timed for ``unit_metrics``)."""
+    def feed(self, audio: np.ndarray) -> tuple[list[TurnSignal], int]:
+        """Feed float32 16 kHz input audio to the detector (timed for ``unit_metrics``).
+
+        Returns:
+            ``(signals, samples consumed)``: fewer than ``audio.size`` samples are consumed when the
+            detector stops to wait for a model score (:attr:`waiting`); feed the rest after
+            :meth:`resolve`.
+        """
         t0 = time.perf_counter()
         signals = self._detector.feed(audio)
         self._busy_s += time.perf_counter() - t0
+        if self._on_decision is not None and any(s.kind == "end_of_turn" for s in signals) and \
+                getattr(self._detector, "last_outcome", None) == "cap":
+            self._on_decision("cap", None)  # only a capped pause ends a learned turn inside feed()
+        req = self._detector.awaiting
+        if req is not None:
+            self._request(req)
+        return signals, audio.size - self._detector.held_back
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the detector waits for a model score (the session then holds its input)."""
+        return self._detector.awaiting is not None
+
+    def _request(self, req: ScoreRequest) -> None:
+        if self._score is None or self._spawn is None or self._post is None:
+            raise RuntimeError("the turn detector asks for scores but the session has no scorer")
+        self._spawn(self._run_score(req))
+
+    async def _run_score(self, req: ScoreRequest) -> None:
+        assert self._score is not None and self._post is not None
+        t0 = time.perf_counter()
+        try:
+            p: float | None = await asyncio.wait_for(asyncio.wrap_future(self._score(req.audio)), SCORE_TIMEOUT_S)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a failed or slow score: keep listening (the hard cap still ends the turn)
+            log.warning("end-of-turn score failed", exc_info=True)
+            p = None
+        await self._post(Scored(req, p, time.perf_counter() - t0))
+
+    def resolve(self, msg: Scored) -> list[TurnSignal]:
+        """A score is back: the detector decides (stale scores, e.g. after a reset, are ignored)."""
+        if msg.request is not self._detector.awaiting:
+            return []
+        self._score_calls += 1
+        self._score_s += msg.seconds
+        signals = self._detector.resolve(msg.probability)
+        if self._on_decision is not None:
+            self._on_decision(getattr(self._detector, "last_outcome", None) or "unknown", msg.seconds)
         return signals
+
+    def set_patience(self, patience: float) -> None:
+        """The session's patience setting (``extra_body.turn_patience``)."""
+        self._detector.set_patience(patience)
 
     def take_compute_ms(self) -> float:
         """Detector time since the last call, ms (``session.unit_metrics.compute_ms``)."""
         ms, self._busy_s = self._busy_s * 1000.0, 0.0
         return ms
+
+    def take_score_stats(self) -> tuple[int, float]:
+        """Model scores since the last call: ``(count, ms request to result)`` (``unit_metrics``)."""
+        out = (self._score_calls, self._score_s * 1000.0)
+        self._score_calls, self._score_s = 0, 0.0
+        return out
 
     def flush(self) -> TurnSignal | None:
         """End the utterance in progress now (a commit); ``None`` when the user is silent."""

@@ -28,6 +28,8 @@ class FamilyCapabilities:
         codec_frame_rate_hz: codec frames per second of speech.
         output_sample_rate_hz: rate of Code2Wav output, Hz.
         unit_ms_options: unit lengths (ms) the family supports.
+        turn_detectors: ``turn_policy.detector`` values the family supports (see
+            :mod:`app.backend.turns.factory`).
     """
 
     name: str
@@ -38,6 +40,7 @@ class FamilyCapabilities:
     codec_frame_rate_hz: float
     output_sample_rate_hz: int
     unit_ms_options: tuple[int, ...]
+    turn_detectors: tuple[str, ...] = ("silence", "manual")
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,9 @@ class ModelFamily:
 
     Attributes:
         warmup: runs every stage once so the first request is not slow (optional).
+        turn_scorer: returns the family's shared end-of-turn scorer (``score(audio) ->
+            concurrent.futures.Future[float]``, the probability that the turn is complete), built
+            on first call; None when the family has no end-of-turn model.
     """
 
     capabilities: FamilyCapabilities
@@ -172,3 +178,4 @@ class ModelFamily:
     talker: Talker
     code2wav: Code2Wav
     warmup: Callable[[], Any] | None = None
+    turn_scorer: Callable[[], Any] | None = None

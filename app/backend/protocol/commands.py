@@ -51,6 +51,11 @@ class _Cmd(BaseModel):
     event_id: str | None = None
 
 
+def is_client_command(msg: object) -> bool:
+    """Whether ``msg`` came from the client (a decoded wire command or an in-process append)."""
+    return isinstance(msg, (_Cmd, AppendArrays))
+
+
 class AudioFormatSpec(BaseModel):
     """``{"type": "audio/pcm", "rate": 16000}`` or a bare format name."""
 

@@ -502,8 +502,10 @@ class PlaybackAcknowledged(ServerEvent):
 class UnitMetrics(ServerEvent):
     """``session.unit_metrics`` (extension): per-unit decision compute time and context use.
 
-    ``compute_ms`` is the time the unit's audio spent in the turn policy (VAD + decision); the
-    reply's stage work runs asynchronously and shows in ``/metrics``. ``seen_text`` is what the
+    ``compute_ms`` is the time the unit's audio spent in the turn detector (VAD + decision);
+    ``turn_scores`` / ``turn_score_ms`` the end-of-turn model scores that came back in the unit and
+    their time from request to result (queue + batch, off the event loop); the reply's stage work
+    runs asynchronously and shows in ``/metrics``. ``seen_text`` is what the
     Thinker last read in the camera (``""`` when nothing).
 
     Clients that do not know the type ignore it (OpenAI Realtime clients ignore unknown events).
@@ -516,6 +518,8 @@ class UnitMetrics(ServerEvent):
     max_context_tokens: int = 0
     decision: str = "listen"
     seen_text: str = ""
+    turn_scores: int = 0
+    turn_score_ms: float = 0.0
 
     def body(self) -> dict[str, Any]:
         return {
@@ -526,6 +530,8 @@ class UnitMetrics(ServerEvent):
             "max_context_tokens": self.max_context_tokens,
             "decision": self.decision,
             "seen_text": self.seen_text,
+            "turn_scores": self.turn_scores,
+            "turn_score_ms": round(self.turn_score_ms, 1),
         }
 
 

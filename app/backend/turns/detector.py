@@ -34,12 +34,57 @@ class TurnSignal:
     speech_ms: float = 0.0
 
 
+@dataclass(frozen=True)
+class ScoreRequest:
+    """A detector's request for a model score before it consumes more audio.
+
+    Attributes:
+        at_sample: the media position the score is for (input samples at 16 kHz); the decision
+            the score leads to takes effect at this position.
+        audio: float32 16 kHz mono, the input audio that ends at ``at_sample`` (as much as the
+            model reads).
+        check: which check of the pause this is (0 = the first).
+    """
+
+    at_sample: int
+    audio: np.ndarray
+    check: int = 0
+
+
 class TurnDetector(ABC):
-    """Per-session end-of-turn detection, fed every append (one instance per session)."""
+    """Per-session end-of-turn detection, fed every append (one instance per session).
+
+    A detector that asks a model (:class:`ScoreRequest`) stops consuming audio at the position the
+    score is for: :attr:`awaiting` is set and :attr:`held_back` says how many samples at the end of
+    the last :meth:`feed` argument it did not take. The session then holds its input (and its unit
+    clock) until :meth:`resolve` has the score, and feeds the held samples again. So every decision
+    is stamped on the media clock and the same input gives the same turns at any pacing or load.
+    """
 
     @abstractmethod
     def feed(self, audio: np.ndarray) -> list[TurnSignal]:
         """Consume float32 16 kHz mono input audio; return the signals it produced, in order."""
+
+    @property
+    def awaiting(self) -> ScoreRequest | None:
+        """The score this detector waits for before it takes more audio (None: it waits for nothing)."""
+        return None
+
+    @property
+    def held_back(self) -> int:
+        """Samples at the end of the last :meth:`feed` argument not consumed (non-zero only while awaiting)."""
+        return 0
+
+    def resolve(self, probability: float | None) -> list[TurnSignal]:
+        """Hand back the awaited score (None: scoring failed); returns the signals it decides.
+
+        Raises:
+            RuntimeError: nothing is awaited.
+        """
+        raise RuntimeError(f"{type(self).__name__} requests no scores")
+
+    def set_patience(self, patience: float) -> None:
+        """How long to wait for a slow speaker: 1 = the default, 2 = twice as long (no-op by default)."""
 
     @property
     @abstractmethod

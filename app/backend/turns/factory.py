@@ -6,12 +6,16 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from app.backend.turns.detector import StreamingVad, TurnDetector
+from app.backend.turns.learned import LearnedTurnDetector
 from app.backend.turns.silence import SilenceTurnDetector
 
-DETECTORS: Final[tuple[str, ...]] = ("silence", "manual")
+DETECTORS: Final[tuple[str, ...]] = ("silence", "manual", "smart_turn")
 """Detector names ``turn_policy.detector`` accepts: ``silence`` (VAD silence timer, the default);
 ``manual`` (push-to-talk: speech onsets are still detected for barge-in, the turn ends only on
-``input_audio_buffer.commit``)."""
+``input_audio_buffer.commit``); ``smart_turn`` (VAD pauses scored by an end-of-turn model)."""
+
+NEEDS_SCORER: Final[frozenset[str]] = frozenset({"smart_turn"})
+"""Detectors that ask a model for end-of-turn scores (the family must offer a scorer)."""
 
 
 class DetectorUnavailable(RuntimeError):
@@ -37,4 +41,6 @@ def detector_factory(name: str, config: Any, new_vad: Callable[[], StreamingVad]
     vad = new_vad
     if name == "manual":
         return lambda: SilenceTurnDetector(vad(), config, silence_ends_turn=False)
+    if name == "smart_turn":
+        return lambda: LearnedTurnDetector(vad(), config)
     return lambda: SilenceTurnDetector(vad(), config)

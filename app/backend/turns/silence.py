@@ -30,15 +30,17 @@ class SilenceTurnDetector(TurnDetector):
             ``end_of_turn_silence_ms``, ``min_speech_ms``).
         pad_ms: audio kept before the onset and after the last speech window, ms.
         max_utterance_s: the utterance buffer keeps at most this much audio, seconds.
-        silence_ends_turn: False for push-to-talk (``turn_policy.detector: manual``): speech onsets
-            are still reported (barge-in, overlap), but only a commit (:meth:`flush`) ends the turn;
-            no ``pause`` or ``end_of_turn`` comes from silence.
+        silence_ends_turn: False: silence never ends the turn; only :meth:`flush` does (a commit,
+            or the caller's own decision). Speech onsets are still reported (barge-in, overlap).
+        report_pauses: report ``pause`` / ``resumed`` (default: as ``silence_ends_turn``). Push-to-talk
+            (``turn_policy.detector: manual``) has neither; the learned detector keeps pauses.
     """
 
     def __init__(self, vad: StreamingVad, config: Any, *, pad_ms: float = 200.0, max_utterance_s: float = 30.0,
-                 silence_ends_turn: bool = True):
+                 silence_ends_turn: bool = True, report_pauses: bool | None = None):
         self._vad = vad
         self._silence_ends_turn = silence_ends_turn
+        self._report_pauses = silence_ends_turn if report_pauses is None else report_pauses
         self._threshold = float(config.vad_threshold)
         self._eot_samples = ms_to_samples(config.end_of_turn_silence_ms, INPUT_SAMPLE_RATE_HZ)
         self._pause_samples = min(ms_to_samples(config.speculative_silence_ms, INPUT_SAMPLE_RATE_HZ), self._eot_samples)
@@ -133,14 +135,37 @@ class SilenceTurnDetector(TurnDetector):
                 else:
                     self._resume_run = 0
                     self._silence_run += self._win
-                    if not self._silence_ends_turn:
-                        continue
-                    if self._silence_run >= self._eot_samples:
+                    if self._silence_ends_turn and self._silence_run >= self._eot_samples:
                         signals.append(self._end_turn())
-                    elif self._silence_run >= self._pause_samples and not self._paused:
+                    elif self._report_pauses and self._silence_run >= self._pause_samples and not self._paused:
                         self._paused = True
                         signals.append(self._utterance_signal("pause"))
         return signals
+
+    @property
+    def window_samples(self) -> int:
+        """The VAD's window, samples (decisions change only at window ends)."""
+        return self._win
+
+    @property
+    def pending_samples(self) -> int:
+        """Samples fed but not yet judged by the VAD (less than one window)."""
+        return self._fed - self._pos
+
+    @property
+    def position(self) -> int:
+        """Samples judged by the VAD so far (the media position of the latest decision)."""
+        return self._pos
+
+    @property
+    def silence_ms(self) -> float:
+        """Silence since the user's last speech in the turn in progress, ms (0 when not in a turn)."""
+        return self._silence_run * 1000.0 / INPUT_SAMPLE_RATE_HZ if self._speaking else 0.0
+
+    def recent_audio(self, samples: int) -> np.ndarray:
+        """The last ``samples`` of input judged so far (fewer at the start), float32 16 kHz."""
+        end = self._pos - self._ring_start
+        return self._ring[max(0, end - samples) : end].copy()
 
     def flush(self) -> TurnSignal | None:
         """End the utterance in progress now (a commit); ``None`` when the user is silent."""

@@ -17,6 +17,7 @@ VITS voice cut in two; the "codec tokens" are our own VQ of its latent, not a tr
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -203,10 +204,29 @@ def load_tiny_family(config: dict | None = None) -> ModelFamily:
         codec_frame_rate_hz=talker.frame_rate_hz,
         output_sample_rate_hz=OUTPUT_SAMPLE_RATE_HZ,
         unit_ms_options=tuple(ALLOWED_UNIT_MS),
+        turn_detectors=("silence", "manual", "smart_turn"),
     )
     family = ModelFamily(capabilities=capabilities, thinker=thinker, talker=talker, code2wav=code2wav)
     family.warmup = lambda: warmup(family)
+    family.turn_scorer = _shared_scorer()
     return family
+
+
+def _shared_scorer() -> Callable[[], Any]:
+    """A lazy, process-wide :class:`~app.backend.models.tiny.smart_turn.SmartTurnScorer`: one ONNX
+    session on one thread, batching the requests of every session."""
+    from app.backend.models.tiny.smart_turn import SmartTurnModel, SmartTurnScorer
+
+    lock = threading.Lock()
+    box: list[SmartTurnScorer] = []
+
+    def get() -> SmartTurnScorer:
+        with lock:
+            if not box:
+                box.append(SmartTurnScorer(SmartTurnModel()))
+            return box[0]
+
+    return get
 
 
 WARMUP_TEXT: Final[str] = "Hello there."

@@ -52,7 +52,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Self
 
 import numpy as np
 
@@ -498,7 +498,7 @@ class SmartTurnScorer:
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
-    def __enter__(self) -> SmartTurnScorer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,168 @@
+"""The learned end-of-turn detector (``turn_policy.detector: smart_turn``): a VAD finds the pauses,
+an end-of-turn model (Smart Turn v3.2 for ``tiny``) decides whether a pause ends the turn.
+
+Policy, on the media clock:
+
+* the VAD state machine of :class:`~app.backend.turns.silence.SilenceTurnDetector` reports speech
+  onsets, ``pause`` (the reply is then prepared speculatively) and ``resumed``, but never ends a
+  turn by itself;
+* while the user is silent inside a turn, the model scores the audio up to the current sample
+  at each of ``checks_ms`` of silence (multiplied by the session's patience); a probability at
+  or above that check's threshold ends the turn at once (``end_of_turn``), a lower one keeps
+  listening until the next check. The thresholds fall as the silence grows: a confident
+  "complete" is needed early, a weaker one later;
+* after ``max_pause_ms`` of silence (at least :data:`MIN_HARD_CAP_MS`) the turn ends whatever
+  the model says, so a turn always ends;
+* speech coming back (``resumed``) starts the checks of the next pause from the first one.
+
+Fillers ("um", "uh") are voiced: they either resume the turn (the next pause is scored again) or
+are too short to, and the model judges an utterance that trails off in a filler incomplete, so a
+filler never ends a turn early by itself. The cost per pause is bounded: at most
+``len(checks_ms)`` model calls.
+
+While a score is pending the detector takes no more audio (:attr:`awaiting`, :attr:`held_back`):
+the session holds its input until :meth:`resolve`, so each decision takes effect exactly at the
+sample it was scored at.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any, Final
+
+import numpy as np
+
+from app.backend.turns.detector import (
+    ScoreRequest,
+    StreamingVad,
+    TurnDetector,
+    TurnSignal,
+)
+from app.backend.turns.silence import SilenceTurnDetector
+from app.constants import INPUT_SAMPLE_RATE_HZ
+
+MIN_HARD_CAP_MS: Final[float] = 2000.0
+"""A pause this long always ends the turn, whatever the patience (ms)."""
+
+MODEL_WINDOW_SAMPLES: Final[int] = 8 * INPUT_SAMPLE_RATE_HZ
+"""Audio handed to the model per score: the last 8 s (Smart Turn v3.2 reads 8 s at 16 kHz)."""
+
+PATIENCE_RANGE: Final[tuple[float, float]] = (0.5, 3.0)
+"""Bounds of the per-session patience (``extra_body.turn_patience``)."""
+
+
+class LearnedTurnDetector(TurnDetector):
+    """VAD pauses + a model's end-of-turn probability.
+
+    Args:
+        vad: the streaming VAD (one per session).
+        config: the deploy config's ``turn_policy`` (VAD settings, ``smart_turn_checks_ms``,
+            ``smart_turn_thresholds``, ``max_pause_ms``).
+        model_window_samples: audio per score request, samples.
+
+    Raises:
+        ValueError: checks and thresholds of different lengths, or not increasing checks.
+    """
+
+    def __init__(self, vad: StreamingVad, config: Any, *, model_window_samples: int = MODEL_WINDOW_SAMPLES) -> None:
+        self._vad_turns = SilenceTurnDetector(vad, config, silence_ends_turn=False, report_pauses=True)
+        self._checks: Sequence[float] = tuple(float(x) for x in config.smart_turn_checks_ms)
+        self._thresholds: Sequence[float] = tuple(float(x) for x in config.smart_turn_thresholds)
+        if len(self._checks) != len(self._thresholds) or not self._checks:
+            raise ValueError("smart_turn_checks_ms and smart_turn_thresholds need the same, non-zero length")
+        if any(b <= a for a, b in itertools.pairwise(self._checks)):
+            raise ValueError("smart_turn_checks_ms must increase")
+        self._cap_ms = max(float(config.max_pause_ms), MIN_HARD_CAP_MS)
+        self._window = int(model_window_samples)
+        self._patience = 1.0
+        self._check = 0
+        self._awaiting: ScoreRequest | None = None
+        self._held = 0
+        self.last_outcome: str | None = None
+        """How the last scored check or cap ended: ``complete``, ``incomplete``, ``failed``, ``cap``."""
+
+    # ------------------------------------------------------------------ TurnDetector
+    @property
+    def user_speaking(self) -> bool:
+        return self._vad_turns.user_speaking
+
+    @property
+    def current_speech_ms(self) -> float:
+        return self._vad_turns.current_speech_ms
+
+    @property
+    def awaiting(self) -> ScoreRequest | None:
+        return self._awaiting
+
+    @property
+    def held_back(self) -> int:
+        return self._held
+
+    def set_patience(self, patience: float) -> None:
+        lo, hi = PATIENCE_RANGE
+        self._patience = min(max(float(patience), lo), hi)
+
+    def feed(self, audio: np.ndarray) -> list[TurnSignal]:
+        """Feed float32 16 kHz audio; may stop at a check (then :attr:`awaiting` is set).
+
+        Raises:
+            RuntimeError: a score is still awaited.
+        """
+        if self._awaiting is not None:
+            raise RuntimeError("a score is awaited: resolve() it before feeding more audio")
+        audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+        inner = self._vad_turns
+        signals: list[TurnSignal] = []
+        pos = 0
+        while pos < audio.size:
+            step = inner.window_samples - inner.pending_samples  # samples that complete the next VAD window
+            piece = audio[pos : pos + step]
+            pos += piece.size
+            for sig in inner.feed(piece):
+                if sig.kind in ("speech_started", "resumed"):
+                    self._check = 0
+                signals.append(sig)
+            if piece.size < step or not inner.user_speaking:
+                continue
+            silence = inner.silence_ms
+            if silence >= self._cap_ms * max(self._patience, 1.0):
+                signals.append(self._end())
+                self.last_outcome = "cap"
+            elif self._check < len(self._checks) and silence >= self._checks[self._check] * self._patience:
+                self._awaiting = ScoreRequest(inner.position, inner.recent_audio(self._window), self._check)
+                self._held = audio.size - pos
+                return signals
+        self._held = 0
+        return signals
+
+    def resolve(self, probability: float | None) -> list[TurnSignal]:
+        """The awaited score: ``probability`` that the turn is complete (None: scoring failed, keep listening).
+
+        Raises:
+            RuntimeError: nothing is awaited.
+        """
+        req = self._awaiting
+        if req is None:
+            raise RuntimeError("no score is awaited")
+        self._awaiting, self._held = None, 0
+        if probability is not None and probability >= self._thresholds[req.check]:
+            self.last_outcome = "complete"
+            return [self._end()]
+        self.last_outcome = "incomplete" if probability is not None else "failed"
+        self._check = req.check + 1
+        return []
+
+    def flush(self) -> TurnSignal | None:
+        self._awaiting, self._held, self._check = None, 0, 0
+        return self._vad_turns.flush()
+
+    def reset(self) -> None:
+        self._awaiting, self._held, self._check = None, 0, 0
+        self._vad_turns.reset()
+
+    def _end(self) -> TurnSignal:
+        self._check = 0
+        sig = self._vad_turns.flush()
+        assert sig is not None  # only called while the user is in a turn
+        return sig
