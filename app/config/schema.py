@@ -287,6 +287,11 @@ class TurnPolicyConfig(BaseModel):
     """``smart_turn``: the probability that ends the turn at each check (one per check; falling)."""
     max_pause_ms: Annotated[int, Field(ge=2000)] = 2000
     """``smart_turn``: a pause this long ends the turn whatever the model says, ms (at least 2000)."""
+    resume_window_ms: Annotated[int, Field(ge=0)] = 0
+    """Speech that starts within this long after the end of the user's last turn, while the reply to
+    it is still under way, means the turn had not ended (a wrong end of turn): the reply is dropped
+    (cancelled if already open) and the next reply answers the whole utterance, fragment + rest,
+    ms (0 = off: the new speech is a turn of its own)."""
     vad_threshold: Annotated[float, Field(gt=0, lt=1)] = 0.5
     """Speech probability above which a frame counts as speech."""
     end_of_turn_silence_ms: PosInt = 500

@@ -212,6 +212,19 @@ def read_golden(name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in golden_path(name).read_text().splitlines() if line.strip()]
 
 
+GOLDEN_TURN_POLICY = {"detector": "silence", "resume_window_ms": 0}
+"""The turn policy the goldens were recorded with (the VAD silence timer), whatever the default."""
+
+
+def golden_config(config: Any) -> Any:
+    """``config`` with :data:`GOLDEN_TURN_POLICY`."""
+    from app.config import parse_deploy_config
+
+    data = config.model_dump(exclude_none=True)
+    data["turn_policy"] = {**data["turn_policy"], **GOLDEN_TURN_POLICY}
+    return parse_deploy_config(data)
+
+
 async def _main() -> None:
     import tempfile
 
@@ -219,7 +232,7 @@ async def _main() -> None:
     from app.backend.models.tiny.family import load_tiny_family
     from app.config import load_deploy_config
 
-    engine = Engine(load_deploy_config(), load_tiny_family())
+    engine = Engine(golden_config(load_deploy_config()), load_tiny_family())
     await engine.start()
     try:
         streams = await record_all(engine, Path(tempfile.gettempdir()) / "omni-golden-speech")

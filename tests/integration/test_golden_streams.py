@@ -33,7 +33,7 @@ def speech_cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 async def engine(deploy_config, tiny_family):
-    eng = Engine(deploy_config, tiny_family)
+    eng = Engine(H.golden_config(deploy_config), tiny_family)
     await eng.start()
     yield eng
     await eng.stop()
@@ -57,7 +57,7 @@ async def test_scripted_session_gives_the_golden_stream(engine, speech_cache, na
 
 async def test_manual_detector_is_chosen_by_config_and_only_a_commit_ends_the_turn(deploy_config, tiny_family,
                                                                                     speech_cache):
-    eng = Engine(_engine_config(deploy_config, detector="manual"), tiny_family)
+    eng = Engine(_engine_config(deploy_config, detector="manual", resume_window_ms=0), tiny_family)
     await eng.start()
     try:
         question = H.scripts(speech_cache)["question"]  # session.update, speech, then 3 s of silence

@@ -79,12 +79,14 @@ class FinishedResponse:
         text: its full transcript as sent.
         marks: ``(text_chars, audio_end_ms)`` after each delta.
         turn_id: the session's committed-turn counter when it finished.
+        user_item_id: the user item it answered.
     """
 
     response_id: str
     text: str
     marks: list[tuple[int, float]]
     turn_id: int
+    user_item_id: str = ""
 
     @property
     def item_id(self) -> str:
@@ -123,6 +125,13 @@ class PlaybackLedger:
         self._finished[fin.response_id] = fin
         while len(self._finished) > self._cache_size:
             self._finished.pop(next(iter(self._finished)))
+
+    def last_answer_to(self, user_item_id: str) -> FinishedResponse | None:
+        """The newest finished response to user item ``user_item_id``, if it is still kept."""
+        for fin in reversed(self._finished.values()):
+            if fin.user_item_id == user_item_id:
+                return fin
+        return None
 
     def acknowledge(self, msg: PlaybackAck, turn_id: int) -> Heard:
         """Resolve a ``playback.ack`` against the finished responses.

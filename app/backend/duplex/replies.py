@@ -201,7 +201,8 @@ class ReplyRunner:
         if r.task is not None:
             r.task.cancel()
         r.chunks.clear()
-        self.epoch += 1
+        if r.created or reason is not None:  # a reply nobody saw, dropped by us, leaves no trace
+            self.epoch += 1
         if r.created and reason is not None:
             self._finish("cancelled", reason)
         self._reply = None
@@ -344,4 +345,5 @@ class ReplyRunner:
         if text and self._settings().playback_commit_policy == "commit_all_on_done":
             self._history.put(r.item_id, Turn("assistant", text))
             self._ctx.note_item(r.item_id, self._clock.unit_index)
-        self._ledger.remember(FinishedResponse(r.response_id, text, list(r.clock.marks), self._turn_id()))
+        self._ledger.remember(FinishedResponse(r.response_id, text, list(r.clock.marks), self._turn_id(),
+                                               r.user_item_id))

@@ -109,6 +109,7 @@ class DuplexSession:
         self._dcfg = cfg.duplex_session
         self._tcfg = cfg.turn_policy
         self.unit_ms = int(self._dcfg.chunk_period_ms)
+        self._resume_window = int(self._tcfg.resume_window_ms) * INPUT_SAMPLE_RATE_HZ // 1000
         self._on_closed = on_closed
         self._inbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=self._dcfg.inbox_size)
         self._outbox: asyncio.Queue[E.ServerEvent] = asyncio.Queue(maxsize=self._dcfg.output_buffer_events)
@@ -440,6 +441,9 @@ class DuplexSession:
     def _on_signal(self, sig: TurnSignal, *, commit: bool = False) -> None:
         replies = self._replies
         if sig.kind == "speech_started":
+            if self._turns.resumes(sig.at_sample, self._resume_window):
+                self._resume_turn(sig)
+                return
             item = self._turns.start_item()
             self._emit(E.SpeechStarted(epoch=self.epoch, item_id=item, audio_start_ms=_ms(sig.at_sample)))
             self._camera.maybe_read(force=True)
@@ -451,6 +455,8 @@ class DuplexSession:
         item_id = self._turns.current_item()
         utt = sig.utterance if sig.utterance is not None else np.zeros(0, np.float32)
         r = replies.active
+        if not (r is not None and r.created):
+            utt = self._turns.joined(utt)  # a turn the user went on with: fragment + rest
         if r is not None and r.created:
             if sig.kind == "end_of_turn":
                 self._emit(E.SpeechStopped(epoch=self.epoch, item_id=item_id, audio_end_ms=_ms(sig.at_sample)))
@@ -471,6 +477,7 @@ class DuplexSession:
                 replies.start(utt, item_id, drain=False, confirmed=False, seen_text=self._camera.seen_text)
             return
         self._emit(E.SpeechStopped(epoch=self.epoch, item_id=item_id, audio_end_ms=_ms(sig.at_sample)))
+        self._turns.note_turn_end(item_id, utt, sig.at_sample)
         if not self.settings.auto_response:
             self._turns.hold(item_id, utt)
             return
@@ -481,6 +488,22 @@ class DuplexSession:
         if r is not None:  # the user went on before we answered: answer the latest words
             self._cancel_reply(None)
         replies.start(utt, item_id, drain=commit, boundary_passed=now, seen_text=self._camera.seen_text)
+
+    def _resume_turn(self, sig: TurnSignal) -> None:
+        """The user went on right after a turn end: that end was wrong. The reply to the fragment is
+        dropped (cancelled, ``user_resumed``, if it was already open; taken out of the history if it
+        had already finished), and the utterance now starting joins the fragment: the next reply
+        answers the whole of it."""
+        rid = self._replies.active_response_id
+        self._cancel_reply("user_resumed" if rid else None)
+        if rid is not None:
+            self._emit(E.OutputAudioCleared(epoch=self.epoch, response_id=rid))
+        item = self._turns.continue_turn()
+        answered = self._ledger.last_answer_to(item)
+        if answered is not None and self._history.drop(answered.item_id):
+            self._emit(E.ItemDeleted(epoch=self.epoch, item_id=answered.item_id))
+        self._emit(E.SpeechStarted(epoch=self.epoch, item_id=item, audio_start_ms=_ms(sig.at_sample)))
+        self._camera.maybe_read(force=True)
 
     def _promote_deferred(self) -> None:
         """Answer the utterance said over the reply that just ended (if any, and nothing else is under way)."""

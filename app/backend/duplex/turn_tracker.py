@@ -71,6 +71,8 @@ class TurnTracker:
         self._item: str | None = None
         self._deferred: tuple[str, np.ndarray] | None = None
         self._held: tuple[str, np.ndarray] | None = None
+        self._last_turn: tuple[str, np.ndarray, int] | None = None
+        self._continuing: tuple[str, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ detection
     def feed(self, audio: np.ndarray) -> tuple[list[TurnSignal], int]:
@@ -166,6 +168,33 @@ class TurnTracker:
         """The id of the item a commit closes; the next commit gets a new one."""
         item, self._item = self.current_item(), None
         return item
+
+    # ------------------------------------------------------------------ a turn that had not ended
+    def note_turn_end(self, item_id: str, utterance: np.ndarray, at_sample: int) -> None:
+        """A turn ended at input sample ``at_sample`` and is being answered (kept for :meth:`resumes`)."""
+        self._last_turn = (item_id, utterance, at_sample)
+        self._continuing = None
+
+    def resumes(self, at_sample: int, window_samples: int) -> bool:
+        """Whether speech starting at ``at_sample`` continues the last turn: it starts within
+        ``window_samples`` of that turn's end, and no other turn came in between."""
+        last = self._last_turn
+        return window_samples > 0 and last is not None and 0 <= at_sample - last[2] <= window_samples
+
+    def continue_turn(self) -> str:
+        """The user goes on: the next utterance joins the last turn's (same item); returns its id."""
+        assert self._last_turn is not None
+        item_id, utterance, _ = self._last_turn
+        self._continuing = (item_id, utterance)
+        self._last_turn = None
+        self._item = item_id
+        return item_id
+
+    def joined(self, utterance: np.ndarray) -> np.ndarray:
+        """``utterance`` prefixed with the fragment it continues (unchanged when not continuing)."""
+        if self._continuing is None:
+            return utterance
+        return np.concatenate([self._continuing[1], utterance])
 
     # ------------------------------------------------------------------ utterances kept for later
     def defer(self, item_id: str, utterance: np.ndarray) -> None:

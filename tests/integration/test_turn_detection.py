@@ -1,0 +1,118 @@
+"""Turn-taking with the learned end-of-turn detector on a real loopback server, real models, real
+client: a question with a pause inside gets one reply, after the whole question; turns do not
+depend on the pacing; a wrong end of turn is taken back and the whole utterance answered."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from app.client.duplex import DuplexClient
+from app.constants import INPUT_SAMPLE_RATE_HZ
+from app.media import float_to_pcm16, resample
+from tests.integration.rt_helpers import assert_invariants, silence, types
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+def ssml_pcm(ssml: str, path: Path, *, lead_s: float = 0.4, tail_s: float = 2.5) -> bytes:
+    """espeak-ng SSML (a ``<break>`` inside one utterance) as 16 kHz PCM16, no dither."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["espeak-ng", "-m", "-v", "en", "-s", "160", "-w", str(path), f"<speak>{ssml}</speak>"],
+                       check=True)
+    audio, rate = sf.read(str(path), dtype="float32")
+    speech = float_to_pcm16(resample(audio, rate, INPUT_SAMPLE_RATE_HZ))
+    return silence(lead_s) + speech + silence(tail_s)
+
+
+async def _session(url: str, pcm: bytes, *, realtime: bool, settle_s: float = 8.0) -> list[dict]:
+    async with DuplexClient(url) as c:
+        await c.stream_pcm(pcm, chunk_ms=100, realtime=realtime)
+        for _ in range(int(settle_s * 10)):  # let the reply to the last turn finish
+            ev = c.collector.events
+            stops = [i for i, e in enumerate(ev) if e["type"] == "input_audio_buffer.speech_stopped"]
+            created = {e["response_id"] for e in ev if e["type"] == "response.created"}
+            done = {e["response_id"] for e in ev if e["type"] == "response.done"}
+            answered = stops and any(e["type"] == "response.created" for e in ev[stops[-1]:])
+            if answered and created == done:
+                break
+            await c.stream_pcm(silence(0.1), chunk_ms=100, realtime=True)
+        await c.close()
+    return c.collector.events
+
+
+def _turns(events: list[dict]) -> list[tuple[str, int]]:
+    return [(e["type"], e.get("audio_start_ms", e.get("audio_end_ms")))
+            for e in events if e["type"] in ("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped")]
+
+
+@pytest.fixture(scope="module")
+def smart(make_server):
+    return make_server(turn_policy={"detector": "smart_turn", "resume_window_ms": 1500})
+
+
+async def test_a_question_with_a_filler_pause_gets_one_reply_after_the_whole_question(smart, speech_dir):
+    pcm = ssml_pcm('I want to know, um, <break time="1000ms"/> what is the capital of France?',
+                   speech_dir / "paused_france.wav")
+    ev = await _session(smart.ws_url, pcm, realtime=False)
+    assert_invariants(ev, "smart_turn_paused_question")
+    assert [k for k, _ in _turns(ev)].count("input_audio_buffer.speech_stopped") == 1, _turns(ev)
+    created = [e for e in ev if e["type"] == "response.created"]
+    assert len(created) == 1, types(ev)
+    said = [e["transcript"] for e in ev if e["type"] == "conversation.item.input_audio_transcription.completed"]
+    assert len(said) == 1 and "France" in said[0] and "know" in said[0].lower(), said
+    metrics = [e for e in ev if e["type"] == "session.unit_metrics"]
+    assert sum(m["turn_scores"] for m in metrics) >= 2  # the filler pause and the end were both scored
+
+
+async def test_turns_are_the_same_at_real_time_and_as_fast_as_possible(smart, speech_dir):
+    pcm = ssml_pcm('What is the capital <break time="700ms"/> of France?', speech_dir / "paused_capital.wav",
+                   tail_s=1.5)
+    fast = _turns(await _session(smart.ws_url, pcm, realtime=False))
+    real = _turns(await _session(smart.ws_url, pcm, realtime=True))
+    assert fast == real and fast, (fast, real)
+
+
+async def test_a_wrong_end_of_turn_is_taken_back_and_the_whole_utterance_answered(make_server, speech_dir):
+    # thresholds this low end every pause at its first check: the break inside the question is taken
+    # for the end of the turn (a forced wrong release); the user goes on within resume_window_ms
+    srv = make_server(turn_policy={"detector": "smart_turn", "resume_window_ms": 2500,
+                                   "smart_turn_thresholds": [0.001, 0.001, 0.001, 0.001, 0.001]})
+    pcm = ssml_pcm('What is the capital <break time="1500ms"/> of France?', speech_dir / "wrong_release.wav")
+    ev = await _session(srv.ws_url, pcm, realtime=True)
+    assert_invariants(ev, "smart_turn_wrong_release")
+    stopped = [e for e in ev if e["type"] == "input_audio_buffer.speech_stopped"]
+    assert len(stopped) == 2 and stopped[0]["item_id"] == stopped[1]["item_id"]  # the fragment ended, then went on
+    done = [e for e in ev if e["type"] == "response.done"]
+    completed = [d for d in done if d["response"]["status"] == "completed"]
+    assert len(completed) == 1, [(d["response"]["status"], d["response"].get("status_details")) for d in done]
+    for d in done:
+        if d is not completed[0]:
+            assert d["response"]["status"] == "cancelled"
+            assert d["response"]["status_details"]["reason"] == "user_resumed"
+    said = [e["transcript"] for e in ev if e["type"] == "conversation.item.input_audio_transcription.completed"]
+    assert "France" in said[-1] and "capital" in said[-1], said  # never the rest alone
+    answer = "".join(e["delta"] for e in ev if e["type"] == "response.output_audio_transcript.delta"
+                     and e["response_id"] == completed[0]["response"]["id"])
+    assert "Paris" in answer, answer
+
+
+async def test_an_unknown_detector_for_the_family_stops_start_up(deploy_config, tiny_family):
+    from app.backend.engine import Engine, FamilyUnavailable
+    from app.config import parse_deploy_config
+
+    data = deploy_config.model_dump(exclude_none=True)
+    data["turn_policy"]["detector"] = "smart_turn"
+    caps = tiny_family.capabilities
+    tiny_family.capabilities = type(caps)(**{**caps.__dict__, "turn_detectors": ("silence",)})
+    try:
+        with pytest.raises(FamilyUnavailable, match="smart_turn"):
+            await Engine(parse_deploy_config(data), tiny_family).start()
+    finally:
+        tiny_family.capabilities = caps
+    assert np.array_equal(np.zeros(1), np.zeros(1))
