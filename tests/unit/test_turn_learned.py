@@ -128,7 +128,7 @@ def test_scores_are_asked_at_the_configured_checks_and_patience_stretches_them(c
         asked = []
         positions = []
 
-        def score(req):
+        def score(req, asked=asked, positions=positions):
             asked.append(req.check)
             positions.append(req.at_sample)
             return 0.0
