@@ -285,6 +285,15 @@ class TurnPolicyConfig(BaseModel):
     smart_turn_thresholds: list[Annotated[float, Field(gt=0, lt=1)]] = Field(
         default_factory=lambda: [0.9, 0.8, 0.6, 0.4, 0.25])
     """``smart_turn``: the probability that ends the turn at each check (one per check; falling)."""
+    smart_turn_text_cues: bool = True
+    """``smart_turn``: also read the transcript of the utterance so far: words that trail off ("... to",
+    "... the", a trailing comma) keep the turn open, a finished sentence ends it at
+    ``smart_turn_sentence_threshold`` (the decision then waits for the transcript)."""
+    smart_turn_sentence_threshold: Annotated[float, Field(gt=0, lt=1)] = 0.5
+    """``smart_turn``: the probability that ends the turn when the transcript ends a sentence."""
+    smart_turn_sentence_end_ms: PosFloat = 1100.0
+    """``smart_turn``: silence after which a transcript that ends a sentence ends the turn whatever
+    the model says, ms (checked at the first check at or after it)."""
     max_pause_ms: Annotated[int, Field(ge=2000)] = 2000
     """``smart_turn``: a pause this long ends the turn whatever the model says, ms (at least 2000)."""
     resume_window_ms: Annotated[int, Field(ge=0)] = 0

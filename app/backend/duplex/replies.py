@@ -82,14 +82,17 @@ class ReplyRunner:
         settings: the session's current settings.
         turn_id: the session's committed-turn counter.
         on_completed: called when a response has completed on its own (answers a deferred utterance).
+        transcribe: the session's shared transcription of an utterance (default: the pipeline's).
     """
 
     def __init__(self, session_id: str, pipeline: Pipeline, turn_config: Any, *, clock: UnitClock, history: History,
                  context: ContextWindow, ledger: PlaybackLedger, emit: Callable[[E.ServerEvent], None],
                  spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]],
                  post: Callable[[Any], Awaitable[None]], settings: Callable[[], SessionSettings],
-                 turn_id: Callable[[], int], on_completed: Callable[[], None]) -> None:
+                 turn_id: Callable[[], int], on_completed: Callable[[], None],
+                 transcribe: Callable[[np.ndarray], Awaitable[str]] | None = None) -> None:
         self._id = session_id
+        self._transcribe = transcribe or self._own_transcribe
         self._pipeline = pipeline
         self._tcfg = turn_config
         self._clock = clock
@@ -208,11 +211,16 @@ class ReplyRunner:
         self._reply = None
 
     # ------------------------------------------------------------------ background work
+    async def _own_transcribe(self, utterance: np.ndarray) -> str:
+        return (await self._pipeline.transcribe(RequestContext(f"{self._id}:asr"), utterance)).strip()
+
     async def _produce(self, r: Reply, utterance: np.ndarray, history: list[Turn], seen: str) -> None:
         pipe = self._pipeline
         t0 = time.perf_counter()
         try:
-            text = (await pipe.transcribe(r.ctx, utterance)).strip()
+            text = await self._transcribe(utterance)
+            if r.ctx.cancelled:
+                raise RequestCancelled(r.ctx.request_id)
             log.debug("session %s: %s transcribed in %.0f ms", self._id, r.response_id, (time.perf_counter() - t0) * 1e3)
             await self._post(Posted(r, "transcript", text))
             if not meaningful(text):

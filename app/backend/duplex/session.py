@@ -45,6 +45,7 @@ from app.backend.duplex.inputs import InputDecoder
 from app.backend.duplex.playback import PlaybackLedger
 from app.backend.duplex.replies import Posted, ReplyRunner
 from app.backend.duplex.settings import SessionSettings, apply_update
+from app.backend.duplex.transcripts import TranscriptCache
 from app.backend.duplex.turn_tracker import Scored, TurnTracker
 from app.backend.metrics import EngineMetrics
 from app.backend.pipeline.stages import Turn
@@ -125,8 +126,10 @@ class DuplexSession:
         self._task: asyncio.Task[None] | None = None
         self._work: set[asyncio.Task[Any]] = set()
         self._clock = UnitClock(self.unit_ms)
+        self._transcripts = TranscriptCache(session_id, deps.pipeline, self._spawn)
         self._turns = TurnTracker(deps.new_detector(), score=deps.score_turn, spawn=self._spawn, post=self._post,
-                                  on_decision=deps.metrics.record_turn_decision if deps.metrics else None)
+                                  on_decision=deps.metrics.record_turn_decision if deps.metrics else None,
+                                  transcribe=self._transcripts.transcribe)
         self._held_audio: np.ndarray | None = None  # input not yet fed: the detector waits for a score
         self._gated: deque[Any] = deque()  # client commands that arrived meanwhile, in order
         self._history = History()
@@ -138,7 +141,7 @@ class DuplexSession:
         self._replies = ReplyRunner(session_id, deps.pipeline, self._tcfg, clock=self._clock, history=self._history,
                                     context=self._ctx, ledger=self._ledger, emit=self._emit, spawn=self._spawn,
                                     post=self._post, settings=lambda: self.settings, turn_id=lambda: self.turn_id,
-                                    on_completed=self._promote_deferred)
+                                    on_completed=self._promote_deferred, transcribe=self._transcripts.transcribe)
 
     @property
     def epoch(self) -> int:

@@ -31,11 +31,13 @@ class Scored:
         request: what was scored.
         probability: that the turn is complete, or None (the scorer failed or timed out).
         seconds: request to result, wall clock.
+        text: the transcript of ``request.utterance`` (None when none was asked or it failed).
     """
 
     request: ScoreRequest
     probability: float | None
     seconds: float
+    text: str | None = None
 
 
 def new_item_id() -> str:
@@ -54,13 +56,16 @@ class TurnTracker:
         post: hands a result back to the session's inbox.
         on_decision: called with ``(outcome, score seconds or None)`` after each scored or capped
             pause (metrics).
+        transcribe: the session's shared transcription (for requests that carry an utterance).
     """
 
     def __init__(self, detector: TurnDetector, *, score: Callable[[np.ndarray], Future[float]] | None = None,
                  spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]] | None = None,
                  post: Callable[[Any], Awaitable[None]] | None = None,
-                 on_decision: Callable[[str, float | None], None] | None = None) -> None:
+                 on_decision: Callable[[str, float | None], None] | None = None,
+                 transcribe: Callable[[np.ndarray], Awaitable[str]] | None = None) -> None:
         self._detector = detector
+        self._transcribe = transcribe
         self._score = score
         self._spawn = spawn
         self._post = post
@@ -107,6 +112,9 @@ class TurnTracker:
     async def _run_score(self, req: ScoreRequest) -> None:
         assert self._score is not None and self._post is not None
         t0 = time.perf_counter()
+        text_task = None
+        if req.utterance is not None and req.utterance.size and self._transcribe is not None:
+            text_task = asyncio.ensure_future(self._transcribe(req.utterance))
         try:
             p: float | None = await asyncio.wait_for(asyncio.wrap_future(self._score(req.audio)), SCORE_TIMEOUT_S)
         except asyncio.CancelledError:
@@ -114,7 +122,15 @@ class TurnTracker:
         except Exception:  # a failed or slow score: keep listening (the hard cap still ends the turn)
             log.warning("end-of-turn score failed", exc_info=True)
             p = None
-        await self._post(Scored(req, p, time.perf_counter() - t0))
+        text = None
+        if text_task is not None:
+            try:
+                text = await asyncio.wait_for(text_task, SCORE_TIMEOUT_S)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # no transcript: the acoustic score decides alone
+                log.warning("transcript for the end-of-turn cue failed", exc_info=True)
+        await self._post(Scored(req, p, time.perf_counter() - t0, text))
 
     def resolve(self, msg: Scored) -> list[TurnSignal]:
         """A score is back: the detector decides (stale scores, e.g. after a reset, are ignored)."""
@@ -122,7 +138,7 @@ class TurnTracker:
             return []
         self._score_calls += 1
         self._score_s += msg.seconds
-        signals = self._detector.resolve(msg.probability)
+        signals = self._detector.resolve(msg.probability, msg.text)
         if self._on_decision is not None:
             self._on_decision(getattr(self._detector, "last_outcome", None) or "unknown", msg.seconds)
         return signals

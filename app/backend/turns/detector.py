@@ -44,11 +44,14 @@ class ScoreRequest:
         audio: float32 16 kHz mono, the input audio that ends at ``at_sample`` (as much as the
             model reads).
         check: which check of the pause this is (0 = the first).
+        utterance: the utterance so far (float32 16 kHz, as a ``pause`` signal carries it), for a
+            transcript-based cue; None when the detector uses none.
     """
 
     at_sample: int
     audio: np.ndarray
     check: int = 0
+    utterance: np.ndarray | None = None
 
 
 class TurnDetector(ABC):
@@ -75,8 +78,9 @@ class TurnDetector(ABC):
         """Samples at the end of the last :meth:`feed` argument not consumed (non-zero only while awaiting)."""
         return 0
 
-    def resolve(self, probability: float | None) -> list[TurnSignal]:
-        """Hand back the awaited score (None: scoring failed); returns the signals it decides.
+    def resolve(self, probability: float | None, text: str | None = None) -> list[TurnSignal]:
+        """Hand back the awaited score (None: scoring failed) and, when the request carried an
+        utterance, its transcript (None: none); returns the signals it decides.
 
         Raises:
             RuntimeError: nothing is awaited.

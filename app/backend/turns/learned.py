@@ -13,7 +13,12 @@ Policy, on the media clock:
   "complete" is needed early, a weaker one later;
 * after ``max_pause_ms`` of silence (at least :data:`MIN_HARD_CAP_MS`) the turn ends whatever
   the model says, so a turn always ends;
-* speech coming back (``resumed``) starts the checks of the next pause from the first one.
+* speech coming back (``resumed``) starts the checks of the next pause from the first one;
+* with ``smart_turn_text_cues`` each score request carries the utterance so far, and the session
+  hands back its transcript with the score: words that trail off ("... remind me to") keep the
+  turn open whatever the acoustic model says, a finished sentence needs only
+  ``smart_turn_sentence_threshold``, and after ``smart_turn_sentence_end_ms`` of silence nothing
+  more (:mod:`app.backend.turns.text_cues`).
 
 Fillers ("um", "uh") are voiced: they either resume the turn (the next pause is scored again) or
 are too short to, and the model judges an utterance that trails off in a filler incomplete, so a
@@ -40,6 +45,7 @@ from app.backend.turns.detector import (
     TurnSignal,
 )
 from app.backend.turns.silence import SilenceTurnDetector
+from app.backend.turns.text_cues import ends_sentence, unfinished
 from app.constants import INPUT_SAMPLE_RATE_HZ
 
 MIN_HARD_CAP_MS: Final[float] = 2000.0
@@ -74,6 +80,9 @@ class LearnedTurnDetector(TurnDetector):
         if any(b <= a for a, b in itertools.pairwise(self._checks)):
             raise ValueError("smart_turn_checks_ms must increase")
         self._cap_ms = max(float(config.max_pause_ms), MIN_HARD_CAP_MS)
+        self._text_cues = bool(config.smart_turn_text_cues)
+        self._sentence_threshold = float(config.smart_turn_sentence_threshold)
+        self._sentence_end_ms = float(config.smart_turn_sentence_end_ms)
         self._window = int(model_window_samples)
         self._patience = 1.0
         self._check = 0
@@ -130,14 +139,20 @@ class LearnedTurnDetector(TurnDetector):
                 signals.append(self._end())
                 self.last_outcome = "cap"
             elif self._check < len(self._checks) and silence >= self._checks[self._check] * self._patience:
-                self._awaiting = ScoreRequest(inner.position, inner.recent_audio(self._window), self._check)
+                utterance = inner.current_utterance() if self._text_cues else None
+                self._awaiting = ScoreRequest(inner.position, inner.recent_audio(self._window), self._check, utterance)
                 self._held = audio.size - pos
                 return signals
         self._held = 0
         return signals
 
-    def resolve(self, probability: float | None) -> list[TurnSignal]:
-        """The awaited score: ``probability`` that the turn is complete (None: scoring failed, keep listening).
+    def resolve(self, probability: float | None, text: str | None = None) -> list[TurnSignal]:
+        """The awaited score: ``probability`` that the turn is complete (None: scoring failed, keep
+        listening), and the transcript of the utterance so far (None: no text cue).
+
+        With a transcript, an utterance that trails off (:func:`~app.backend.turns.text_cues.unfinished`:
+        "... remind me to") keeps listening whatever the model says (the hard cap still ends it),
+        and one that ends a sentence needs only ``smart_turn_sentence_threshold``.
 
         Raises:
             RuntimeError: nothing is awaited.
@@ -146,7 +161,14 @@ class LearnedTurnDetector(TurnDetector):
         if req is None:
             raise RuntimeError("no score is awaited")
         self._awaiting, self._held = None, 0
-        if probability is not None and probability >= self._thresholds[req.check]:
+        threshold = self._thresholds[req.check]
+        if text is not None and unfinished(text):
+            threshold = float("inf")
+        elif text is not None and ends_sentence(text):
+            threshold = min(threshold, self._sentence_threshold)
+            if self._checks[req.check] * self._patience >= self._sentence_end_ms * self._patience:
+                threshold = 0.0  # a finished sentence and this much silence: over, whatever the model says
+        if probability is not None and probability >= threshold:
             self.last_outcome = "complete"
             return [self._end()]
         self.last_outcome = "incomplete" if probability is not None else "failed"

@@ -167,6 +167,13 @@ class SilenceTurnDetector(TurnDetector):
         end = self._pos - self._ring_start
         return self._ring[max(0, end - samples) : end].copy()
 
+    def current_utterance(self) -> np.ndarray | None:
+        """The utterance in progress as a ``pause`` would carry it (None when the user is silent)."""
+        if not self._speaking:
+            return None
+        sig = self._utterance_signal("pause")
+        return sig.utterance
+
     def flush(self) -> TurnSignal | None:
         """End the utterance in progress now (a commit); ``None`` when the user is silent."""
         if not self._speaking:

@@ -1,0 +1,43 @@
+"""What the words of an utterance say about whether the turn is over (English).
+
+A learned acoustic end-of-turn model is fooled by synthetic and flat speech, and by fragments that
+happen to fall on a sentence-like prosody ("Can you remind me to ..."). The transcript of the
+utterance so far (the Thinker transcribes it for the speculative reply anyway) carries a cue that
+is hard to fake: an utterance that ends on a function word ("to", "the", "is", "could", "and") or
+on a trailing comma / dash / ellipsis is not finished. A transcript that ends a sentence (``.``,
+``?``, ``!``) with a content word is evidence for the end.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+DANGLING_WORDS: Final[frozenset[str]] = frozenset(["a", "an", "the", "to", "of", "in", "on", "at", "for", "with", "from", "by", "about", "into", "onto", "over", "under", "than", "as", "like", "and", "or", "but", "so", "because", "if", "that", "whether", "while", "until", "unless", "although", "though", "nor", "is", "are", "was", "were", "am", "be", "been", "being", "do", "does", "did", "have", "has", "had", "can", "could", "will", "would", "shall", "should", "may", "might", "must", "my", "your", "his", "her", "our", "their", "its", "this", "these", "those", "some", "any", "every", "each", "no", "very", "really", "just", "quite", "rather", "more", "most", "less", "um", "uh", "er", "erm", "hmm"])
+"""Words after which an English utterance is almost never finished (articles, prepositions,
+conjunctions, auxiliaries, determiners, intensifiers, fillers)."""
+
+_WORD = re.compile(r"[A-Za-z']+")
+
+
+def last_word(text: str) -> str | None:
+    """The last word of ``text``, lower case (None when it has none)."""
+    words = _WORD.findall(text)
+    return words[-1].lower() if words else None
+
+
+def unfinished(text: str) -> bool:
+    """Whether ``text`` trails off: a function word last, or a trailing comma, dash or ellipsis."""
+    t = text.strip()
+    if not t:
+        return False
+    if t.endswith((",", "-", "...", "\u2026", ";", ":")):
+        return True
+    word = last_word(t)
+    return word is not None and word in DANGLING_WORDS
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether ``text`` ends a sentence (``.``, ``?``, ``!``) on a content word."""
+    t = text.strip()
+    return bool(t) and t.endswith((".", "?", "!")) and not t.endswith("...") and not unfinished(t.rstrip(".?!"))
