@@ -750,7 +750,7 @@ async def run_all(targets: list[dict[str, Any]], manifest: dict[str, Any], args:
     sched = [m for group in zip(*by_cat.values(), strict=False) for m in group]
     leftovers = [m for m in insts if m not in sched]
     sched += leftovers
-    total = len(sched) * len(targets)
+    total = len(sched) * sum(1 for tg in targets if tg.get("url"))
     done = 0
     t0 = time.monotonic()
 
