@@ -74,7 +74,7 @@ order-statistic 95 % intervals, ``None`` where n is too small for a bound):
 Run time on 2 cores (mean wall per dialogue in the quick run): question 4.8 s, statement 3.7,
 pause 5.4, hesitation 5.6, silence 12.8, noise 10.8, backchannel 8.3, barge_in 8.2, back_to_back
 8.9, so ~70 s per round of the 9 categories: ~35 min per detector for 30 per category (+ server
-start and one warm-up dialogue); ``--pace fast`` ~13 min (the overlap categories stay real time).
+start and one warm-up dialogue); ``--pace fast`` ~14 min (estimate: the overlap categories stay real time).
 
 Detectors. ``--detector NAME`` starts the server with the deploy override
 ``{"turn_policy": {"detector": NAME}}`` (temp YAML via ``common.write_deploy_yaml``); omitted =
@@ -90,7 +90,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_turns.py --quick                       # 3 per category, ~4 min
     .venv/bin/python benchmarks/bench_turns.py                               # 30 per category, ~35 min
-    .venv/bin/python benchmarks/bench_turns.py --pace fast                   # ~13 min, no latencies
+    .venv/bin/python benchmarks/bench_turns.py --pace fast                   # ~14 min (estimate), no latencies
     .venv/bin/python benchmarks/bench_turns.py --detectors default,smart_turn --split test
     .venv/bin/python benchmarks/bench_turns.py --categories pause,hesitation --per-category 10
     .venv/bin/python benchmarks/bench_turns.py --server-url http://127.0.0.1:7860 --label mine
