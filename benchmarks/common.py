@@ -180,6 +180,69 @@ def summarize(values: Iterable[float | None]) -> dict[str, Any]:
     }
 
 
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float | None, float | None]:
+    """Wilson score interval of a rate ``k/n`` (95 % by default); ``(None, None)`` when ``n == 0``."""
+    if n <= 0:
+        return None, None
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def rate(k: int, n: int) -> dict[str, Any]:
+    """``{k, n, rate, ci95: [lo, hi]}`` with the Wilson interval (``rate`` ``None`` when ``n == 0``)."""
+    lo, hi = wilson_interval(k, n)
+    return {"k": k, "n": n, "rate": (k / n) if n else None, "ci95": [lo, hi], "interval": "Wilson score, 95 %"}
+
+
+def quantile_ci(values: Iterable[float | None], q: float, conf: float = 0.95) -> tuple[float | None, float | None]:
+    """Distribution-free interval for the ``q`` quantile from order statistics.
+
+    The interval is ``[x_(l), x_(u)]`` (1-based ranks of the sorted samples) with ``l`` the
+    largest rank such that ``P(B < l) <= (1-conf)/2`` and ``u`` the smallest such that
+    ``P(B >= u) <= (1-conf)/2``, ``B ~ Binomial(n, q)``; so it covers the true quantile with
+    probability >= ``conf``. A bound that would need a rank outside ``1..n`` is ``None`` (e.g.
+    the upper bound of p95 needs n >= 59).
+    """
+    from math import comb
+
+    vals = sorted(float(v) for v in values if v is not None)
+    n = len(vals)
+    if n == 0:
+        return None, None
+    alpha = (1 - conf) / 2
+    pmf = [comb(n, i) * q**i * (1 - q) ** (n - i) for i in range(n + 1)]
+    cdf = np.cumsum(pmf)  # cdf[i] = P(B <= i)
+    lo_rank = None
+    for rank in range(1, n + 1):  # P(B < rank) = P(B <= rank-1)
+        if cdf[rank - 1] <= alpha:
+            lo_rank = rank
+    hi_rank = None
+    for rank in range(1, n + 1):  # P(B >= rank) = 1 - P(B <= rank-1)
+        if 1 - cdf[rank - 1] <= alpha:
+            hi_rank = rank
+            break
+    return (vals[lo_rank - 1] if lo_rank else None, vals[hi_rank - 1] if hi_rank else None)
+
+
+def summarize_ci(values: Iterable[float | None]) -> dict[str, Any]:
+    """:func:`summarize` plus order-statistic 95 % intervals of p50 and p95 (``p50_ci95``, ``p95_ci95``)."""
+    vals = [v for v in values if v is not None]
+    out = summarize(vals)
+    out["p50_ci95"] = list(quantile_ci(vals, 0.5))
+    out["p95_ci95"] = list(quantile_ci(vals, 0.95))
+    return out
+
+
+def info_metric(mid: str, name: str, value: float | None, unit: str, *, detail: str = "",
+                n: int | None = None) -> dict[str, Any]:
+    """A headline number without a target (``target`` "-", ``pass`` ``None``)."""
+    return {"id": mid, "name": name, "value": value, "unit": unit, "op": None, "threshold": None, "target": "-",
+            "pass": None, "n": n, "detail": detail}
+
+
 def metric(
     mid: str,
     name: str,
