@@ -158,9 +158,15 @@ def rel_ms(ev: dict[str, Any] | None, origin: float) -> float | None:
     return None if ev is None else (ev[RECEIVED_AT_KEY] - origin) * 1000.0
 
 
+TURN_POLICY: dict[str, Any] = {}
+"""``turn_policy`` overrides for every server of this tree (``--detector``); empty = configs/tiny.yaml's."""
+
+
 def server_config(chunk_ms: int, max_sessions: int | None = None) -> tuple[Path | None, dict[str, Any]]:
     """Deploy YAML for a server: ``None`` (default configs/tiny.yaml) or a temp overlay."""
     overrides: dict[str, Any] = {}
+    if TURN_POLICY:
+        overrides["turn_policy"] = dict(TURN_POLICY)
     if chunk_ms != 1000:
         overrides.setdefault("duplex_session", {})["chunk_period_ms"] = chunk_ms
     if max_sessions is not None:
@@ -559,10 +565,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline-tree", default=None, help="(a) also run part (a) at 1000 ms against the app of "
                    "this checkout (e.g. a git worktree of an older commit), interleaved sample by sample with the "
                    "current tree on two servers up at once; reported side by side")
+    p.add_argument("--detector", default=None, help="turn_policy.detector for this tree's servers (silence also "
+                   "sets resume_window_ms 0: the old policy); default: configs/tiny.yaml's")
+    p.add_argument("--units", default="1000,500", help="(a) unit lengths to run, e.g. 1000")
+    p.add_argument("--result-name", default="duplex", help="results/<name>.json (default duplex); e.g. "
+                   "duplex_silence for a run with --detector silence beside the default one")
     p.add_argument("--barge-hard", action="store_true", help="(c) also measure with the session's overlap_policy "
                                                             "barge_in_on_speech (hard cancel on speech; reported "
                                                             "separately, not the default behaviour)")
     args = p.parse_args(argv)
+    if args.detector:
+        TURN_POLICY.update({"detector": args.detector, **({"resume_window_ms": 0} if args.detector == "silence" else {})})
+    units = {int(x) for x in args.units.split(",") if x.strip()}
     parts = {x.strip() for x in args.parts.split(",") if x.strip()}
     n = args.n or (2 if args.quick else 8)
     seconds = args.session_seconds or (16.0 if args.quick else 60.0)
@@ -576,6 +590,7 @@ def main(argv: list[str] | None = None) -> int:
                            quick=args.quick)
     result["reproduce"] = ".venv/bin/python benchmarks/bench_duplex.py"
     result["parts"] = sorted(parts)
+    result["turn_policy_overrides"] = dict(TURN_POLICY)
     metrics: list[dict[str, Any]] = []
     notes: list[str] = []
     inputs = [speech_input(k, t) for k, t in QUESTIONS]
@@ -589,10 +604,11 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---- (a) + (c): default config (1000 ms); (a) again at 500 ms
     if "a" in parts or "c" in parts:
-        srv = C.ServerProcess()
+        cfg1000, _ = server_config(1000)
+        srv = C.ServerProcess(deploy_config=cfg1000)
         srv.start()
         try:
-            if "a" in parts and args.baseline_tree:
+            if "a" in parts and 1000 in units and args.baseline_tree:
                 base = C.ServerProcess(tree=args.baseline_tree)
                 base.start()
                 try:
@@ -607,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
                     "server": base.command, "deploy_overrides": {}, "n": n, "samples": sbase,
                     "git": _tree_rev(args.baseline_tree),
                     "pairing": "samples alternate between the two servers (order swapped every pair), same inputs"}
-            elif "a" in parts:
+            elif "a" in parts and 1000 in units:
                 s1000 = asyncio.run(run_latency(srv.base_url, 1000, n, inputs))
                 result.setdefault("latency", {})["1000"] = {"server": srv.command, "deploy_overrides": {},
                                                              "n": n, "samples": s1000}
@@ -623,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
                                                "samples": bs}
         finally:
             srv.stop()
-    if "a" in parts:
+    if "a" in parts and 500 in units:
         cfg, overrides = server_config(500)
         srv = C.ServerProcess(deploy_config=cfg)
         srv.start()
@@ -631,8 +647,10 @@ def main(argv: list[str] | None = None) -> int:
             s500 = asyncio.run(run_latency(srv.base_url, 500, n, inputs))
         finally:
             srv.stop()
-        result["latency"]["500"] = {"server": srv.command, "deploy_overrides": overrides, "n": n, "samples": s500}
-        for unit in list(result["latency"]):
+        result.setdefault("latency", {})["500"] = {"server": srv.command, "deploy_overrides": overrides, "n": n,
+                                                    "samples": s500}
+    if "a" in parts:
+        for unit in list(result.get("latency", {})):
             block = result["latency"][unit]
             ss = block["samples"]
             block["summary"] = {
@@ -708,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
     result["notes"] = notes
     result["wall_s"] = time.monotonic() - t_bench
     result["finished_at"] = C.now_iso()
-    path = C.write_result("duplex", C.round_floats(result, 3))
+    path = C.write_result(args.result_name, C.round_floats(result, 3))
     print(f"[duplex] wrote {path.relative_to(C.ROOT)} in {result['wall_s']:.0f} s", flush=True)
     C.print_metrics(metrics)
     return 0

@@ -79,7 +79,7 @@ start and one warm-up dialogue); ``--pace fast`` ~14 min (estimate: the overlap 
 Detectors. ``--detector NAME`` starts the server with the deploy override
 ``{"turn_policy": {"detector": NAME}}`` (temp YAML via ``common.write_deploy_yaml``); omitted =
 no override (today's server rejects the unknown key: the current policy is the default, label
-``default``). ``--detectors default,smart_turn`` runs several, each on a fresh server, the
+``default``; ``silence`` also sets ``resume_window_ms: 0``, the old policy). ``--detectors silence,smart_turn`` runs several, each on a fresh server, the
 dialogues interleaved (dialogue i on every detector before dialogue i+1; ``--order
 sequential`` runs them back to back). ``--server-url`` runs against a running server (one
 detector, ``--label`` names it). Rows of ``results/turns.json`` are per detector label; a later
@@ -91,7 +91,7 @@ Usage::
     .venv/bin/python benchmarks/bench_turns.py --quick                       # 3 per category, ~4 min
     .venv/bin/python benchmarks/bench_turns.py                               # 30 per category, ~35 min
     .venv/bin/python benchmarks/bench_turns.py --pace fast                   # ~14 min (estimate), no latencies
-    .venv/bin/python benchmarks/bench_turns.py --detectors default,smart_turn --split test
+    .venv/bin/python benchmarks/bench_turns.py --detectors silence,smart_turn --split test
     .venv/bin/python benchmarks/bench_turns.py --categories pause,hesitation --per-category 10
     .venv/bin/python benchmarks/bench_turns.py --server-url http://127.0.0.1:7860 --label mine
 """
@@ -680,6 +680,11 @@ def summarize_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+DETECTOR_EXTRA: dict[str, dict[str, Any]] = {"silence": {"resume_window_ms": 0}}
+"""Extra ``turn_policy`` overrides per detector name: ``silence`` is the old policy exactly (the
+fixed silence timer, no taking back of a wrong end of turn), whatever the default config says."""
+
+
 def summarize_detector(records: list[dict[str, Any]], categories: list[str]) -> dict[str, Any]:
     return {"overall": summarize_rows(records),
             "per_category": {cat: summarize_rows([r for r in records if r["category"] == cat])
@@ -888,7 +893,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in names:
             label = args.label if (args.server_url and args.label) else (name or "default")
-            overrides = {"turn_policy": {"detector": name}} if name else {}
+            overrides = {"turn_policy": {"detector": name, **DETECTOR_EXTRA.get(name, {})}} if name else {}
             tg: dict[str, Any] = {"label": label, "detector": name, "deploy_overrides": overrides, "records": [],
                                   "failed": [], "url": None, "server": None, "error": None}
             if args.server_url:

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 OUT = ROOT / "BENCHMARKS.md"
 
-ORDER = ["chat", "duplex", "turns", "browser", "remote"]
+ORDER = ["chat", "duplex", "duplex_silence", "turns", "turn_decisions_test", "turn_decisions_dev", "browser", "remote"]
 """Known result files, in the order their sections appear; others follow alphabetically."""
 
 DEFAULT_REPRODUCE = {
@@ -418,7 +418,7 @@ def render(results: Path) -> str:
             out += metrics_table([m for m in data["metrics"] if isinstance(m, dict) and "name" in m])
         if name == "chat":
             out += section_chat(data)
-        elif name == "duplex":
+        elif name.startswith("duplex"):
             out += section_duplex(data)
         elif name == "turns":
             out += section_turns(data)

@@ -219,6 +219,24 @@ def main(argv: list[str] | None = None) -> int:
                                                      "max_pause_ms")},
             **evaluate(instances, lambda vad, c=tcfg: LearnedTurnDetector(vad, c), scorer)}
     result["runs"] = runs
+    metrics = []
+    for name, run in runs.items():
+        sm = run["summary"]
+        for cat in ("pause", "hesitation"):
+            pr = sm[cat]["premature"]
+            metrics.append(C.metric(f"{name}:{cat}:premature", f"{name}: premature turn ends, {cat} ({args.split})",
+                                    round(pr["rate"], 3), "", "<=", 0.05, n=sm[cat]["n"],
+                                    detail=f"{pr['k']}/{sm[cat]['n']}, 95 % CI {pr['ci95']}"))
+        lat = C.summarize(r["latency_ms"] for r in run["rows"] if r["category"] in ("question", "statement"))
+        metrics.append(C.metric(f"{name}:complete:latency_p95", f"{name}: speech end -> turn end, complete "
+                                f"questions and statements, p95 ({args.split})", lat["p95"], "ms", "<=", 1000.0,
+                                n=lat["n"], detail=f"p50 {C.fmt_s(lat['p50'], 'ms', 0)}"))
+        ft = sum(r.get("false_turn", False) for r in run["rows"])
+        nn = sum(1 for r in run["rows"] if "false_turn" in r)
+        metrics.append(C.metric(f"{name}:nonspeech:false_turns", f"{name}: turn ends on silence / noise "
+                                f"({args.split}; a reply needs words in the transcript too)", ft, "", "<=", 0, n=nn,
+                                detail=f"{ft}/{nn}, 95 % CI {wilson(ft, nn)}"))
+    result["metrics"] = metrics
     result["scorer"] = {"calls": scorer.calls, "mean_ms": 1000 * scorer.seconds / max(scorer.calls, 1)}
     result["wall_s"] = time.monotonic() - t0
     print(f"{'run':22} {'premature pause':>16} {'premature hes.':>15} {'q/s lat p50':>12} {'p95':>6} "

@@ -30,16 +30,21 @@ def ssml_pcm(ssml: str, path: Path, *, lead_s: float = 0.4, tail_s: float = 2.5)
     return silence(lead_s) + speech + silence(tail_s)
 
 
-async def _session(url: str, pcm: bytes, *, realtime: bool, settle_s: float = 8.0) -> list[dict]:
+async def _session(url: str, pcm: bytes, *, realtime: bool, settle_s: float = 30.0) -> list[dict]:
+    """Stream ``pcm``, then silence until the server has judged all of it (the unit it closes last
+    has its ``session.unit_metrics``: a detector waiting for a score holds the input) and every
+    reply to the last turn is done."""
     async with DuplexClient(url) as c:
         await c.stream_pcm(pcm, chunk_ms=100, realtime=realtime)
-        for _ in range(int(settle_s * 10)):  # let the reply to the last turn finish
+        last_unit = int((c.audio_end_ms - c.unit_ms - 30) // c.unit_ms)
+        for _ in range(int(settle_s * 10)):
             ev = c.collector.events
+            judged = any(e["type"] == "session.unit_metrics" and e["unit_index"] >= last_unit for e in ev)
             stops = [i for i, e in enumerate(ev) if e["type"] == "input_audio_buffer.speech_stopped"]
             created = {e["response_id"] for e in ev if e["type"] == "response.created"}
             done = {e["response_id"] for e in ev if e["type"] == "response.done"}
             answered = stops and any(e["type"] == "response.created" for e in ev[stops[-1]:])
-            if answered and created == done:
+            if judged and answered and created == done:
                 break
             await c.stream_pcm(silence(0.1), chunk_ms=100, realtime=True)
         await c.close()

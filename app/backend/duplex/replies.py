@@ -4,7 +4,8 @@ and its end.
 It runs only on the session's owner task. A reply is produced in a background task (ASR ->
 Thinker -> Talker -> Code2Wav) whose results come back through the session's inbox as
 :class:`Posted` messages, fenced by reply identity and epoch. The response opens once the user's
-turn is confirmed, the transcript is meaningful and the moment has come (``turn_policy.reply_at``);
+turn is confirmed, the transcript is meaningful, the moment has come (``turn_policy.reply_at``)
+and its first audio is ready (so a response is never opened empty);
 its audio is released at the pace of its playback clock (:mod:`app.backend.duplex.playback`), and
 it finishes (completed, failed) or is cancelled (a hard interrupt: epoch + 1, stage work
 cancelled, queued audio dropped).
@@ -81,7 +82,8 @@ class ReplyRunner:
         post: hands a result back to the session's inbox.
         settings: the session's current settings.
         turn_id: the session's committed-turn counter.
-        on_completed: called when a response has completed on its own (answers a deferred utterance).
+        on_completed: called when the runner falls idle on its own (a response completed or failed, or
+            a reply had nothing to say): the session then answers a deferred utterance.
         transcribe: the session's shared transcription of an utterance (default: the pipeline's).
     """
 
@@ -269,6 +271,7 @@ class ReplyRunner:
             self._emit(E.ErrorEvent(epoch=self.epoch, code="response_error", message=msg.value,
                                     error_type="server_error"))
             self._finish("failed", "stage_error")
+            self._on_completed()
             return
         self.advance()
 
@@ -294,7 +297,10 @@ class ReplyRunner:
                 if r.drain:
                     self._emit(E.ResponseListen(epoch=self.epoch, session_id=self._id,
                                                 unit_index=self._clock.unit_index, reason="model_listen"))
+                self._on_completed()
                 return
+            if not r.chunks:
+                return  # the response opens with its first audio (or text), never empty
             if self._clock.unit_index < self._settings().force_listen_count:
                 return
             r.created = True

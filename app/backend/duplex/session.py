@@ -474,6 +474,8 @@ class DuplexSession:
                 self._cancel_reply(None)
             return
         if sig.kind == "pause":  # prepare the reply now, show it only if the turn really ends
+            if r is not None and r.confirmed:
+                return  # the reply to an earlier turn is still being made: this one waits its turn
             if r is not None:
                 self._cancel_reply(None)
             if self.settings.auto_response:
@@ -488,7 +490,10 @@ class DuplexSession:
         if r is not None and not r.confirmed:  # the speculative reply answers exactly this turn
             replies.confirm(drain=commit, boundary_passed=now)
             return
-        if r is not None:  # the user went on before we answered: answer the latest words
+        if r is not None and not commit:  # a second turn while the first is being answered: next
+            self._turns.defer(item_id, utt)
+            return
+        if r is not None:  # a commit answers what the user just committed
             self._cancel_reply(None)
         replies.start(utt, item_id, drain=commit, boundary_passed=now, seen_text=self._camera.seen_text)
 

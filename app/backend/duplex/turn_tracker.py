@@ -19,8 +19,8 @@ from app.backend.turns.detector import ScoreRequest, TurnDetector, TurnSignal
 
 log = logging.getLogger(__name__)
 
-SCORE_TIMEOUT_S = 2.0
-"""A model score not back after this long counts as failed (the pause keeps listening)."""
+SCORE_TIMEOUT_S = 5.0
+"""A model score or transcript not back after this long counts as failed (the pause keeps listening)."""
 
 
 @dataclass
