@@ -68,9 +68,11 @@ LOCK_PSR = 15.0
 """A GCC-PHAT peak this many standard deviations above the mean of the lags locks the delay
 (an echo gives 20 .. 500 from its first 128 ms; uncorrelated speech 6 .. 10)."""
 
-TAIL_DECAY_DB = 2.5
+TAIL_DECAY_DB = 1.0
 """Reverb model: the expected echo of a reference frame decays this much per 32 ms window
-(RT60 ~ 0.75 s); a held maximum, so it over-covers shorter rooms."""
+(RT60 ~ 1.9 s: the tail of a reverberant room builds up over a long word and decays slower
+than its single-reflection RT60 suggests); a held maximum, so it over-covers dry rooms (the
+user must then be louder than the echo's fading tail, which costs little: bench_echo)."""
 
 OVER_SUBTRACT_DB = 4.0
 """Safety margin on the expected echo power before the residual is measured, dB."""
@@ -402,8 +404,9 @@ class EchoGate:
         if len(self._ratios) > GAIN_HISTORY:
             self._ratios.pop(0)
         hist = np.array(self._ratios)
-        with np.errstate(all="ignore"):
-            g = np.nanquantile(hist, GAIN_QUANTILE, axis=0) if hist.shape[0] > 1 else hist[0]
+        cols = np.isfinite(hist).any(axis=0)
+        g = np.full(self._nb, np.nan)
+        g[cols] = np.nanquantile(hist[:, cols], GAIN_QUANTILE, axis=0)
         valid = np.isfinite(g)
         if valid.any():
             fill = float(np.nanmedian(g[valid]))
