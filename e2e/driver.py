@@ -8,6 +8,7 @@ measured inside the page by :file:`hooks.js` (WebAudio ``AnalyserNode`` RMS ever
 from __future__ import annotations
 
 import base64
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -119,10 +120,12 @@ class OmniPage:
         base_url: ``http://127.0.0.1:<port>``.
         scripted_mic: replace the mic with a WebAudio source fed by :meth:`say` (exact timing).
         block_external: abort every request that leaves the machine (proves the page is offline-safe).
+        echo: (scripted mic) ``{"gain_db": -15, "delay_ms": 60}``: the page's own remote audio is mixed
+            into its mic (a speaker with no echo cancellation; see :file:`hooks.js`).
     """
 
     def __init__(self, browser: Any, base_url: str, *, scripted_mic: bool = False, block_external: bool = True,
-                 context_kwargs: dict[str, Any] | None = None) -> None:
+                 context_kwargs: dict[str, Any] | None = None, echo: dict[str, float] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.context = browser.new_context(viewport={"width": 1280, "height": 1100}, **(context_kwargs or {}))
         self.page = self.context.new_page()
@@ -132,7 +135,7 @@ class OmniPage:
             self.page.route("**/*", self._route)
         self.page.on("console", lambda m: self.console_errors.append(m.text) if m.type == "error" else None)
         if scripted_mic:
-            self.page.add_init_script("window.__E2E = {scriptedMic: true};")
+            self.page.add_init_script(f"window.__E2E = {{scriptedMic: true, echo: {json.dumps(echo)}}};")
         self.page.add_init_script(HOOKS_JS)
 
     def _route(self, route: Any) -> None:

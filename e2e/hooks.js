@@ -5,6 +5,9 @@
 //  window.__micRms   [[t_ms, rms], ...]   what the page sends as mic audio
 //  window.__say(b64wav, label) -> Promise<{start, end}>   (scripted mic only) play a clip into the mic
 //  window.__E2E = {scriptedMic: true}     set by another init script BEFORE this one to enable it
+//  window.__E2E.echo = {gain_db, delay_ms} (scripted mic only) mix the page's own remote (assistant)
+//                       audio into the outgoing mic: a speaker with no echo cancellation (the mix
+//                       bypasses the browser's AEC); a muted remote track (local barge-in) is silent
 (() => {
   const POLL_MS = 50;
   window.__rms = [];
@@ -51,6 +54,19 @@
       el.play().catch(() => {});
       window.__keep = (window.__keep || []).concat([el]);
       meter(ev.track, window.__rms);
+      const echo = (window.__E2E || {}).echo;
+      if (echo && (window.__E2E || {}).scriptedMic) {
+        const c = audioCtx();
+        const src = c.createMediaStreamSource(new MediaStream([ev.track]));
+        const delay = c.createDelay(2.0);
+        delay.delayTime.value = (echo.delay_ms || 0) / 1000;
+        const gain = c.createGain();
+        gain.gain.value = Math.pow(10, (echo.gain_db || 0) / 20);
+        src.connect(delay);
+        delay.connect(gain);
+        gain.connect(micDest());
+        window.__keep = (window.__keep || []).concat([src, delay, gain]);
+      }
     });
     (window.__pcs = window.__pcs || []).push(pc);
     return pc;

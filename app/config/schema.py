@@ -296,6 +296,11 @@ class TurnPolicyConfig(BaseModel):
     the model says, ms (checked at the first check at or after it)."""
     max_pause_ms: Annotated[int, Field(ge=2000)] = 2000
     """``smart_turn``: a pause this long ends the turn whatever the model says, ms (at least 2000)."""
+    echo_gate: bool = False
+    """Discount the assistant's own voice coming back through the user's mic (a loudspeaker with no
+    echo cancellation): VAD windows the released audio explains are not speech
+    (:mod:`app.backend.duplex.echo`). Off by default: before it has locked the echo delay it hears
+    a barge-in at the very start of a reply up to 256 ms late, also for clients with no echo."""
     resume_window_ms: Annotated[int, Field(ge=0)] = 0
     """Speech that starts within this long after the end of the user's last turn, while the reply to
     it is still under way, means the turn had not ended (a wrong end of turn): the reply is dropped

@@ -40,6 +40,7 @@ import numpy as np
 from app.backend.duplex.camera import Camera, Seen
 from app.backend.duplex.clock import UnitClock
 from app.backend.duplex.context import ContextWindow
+from app.backend.duplex.echo import EchoGate
 from app.backend.duplex.history import History
 from app.backend.duplex.inputs import InputDecoder
 from app.backend.duplex.playback import PlaybackLedger
@@ -66,7 +67,8 @@ class SessionDeps:
     Attributes:
         pipeline: the shared three-stage pipeline.
         config: the deploy config (``duplex_session``, ``turn_policy``, ``limits``, stage 0 sampling).
-        new_detector: builds the session's :class:`~app.backend.turns.detector.TurnDetector`.
+        new_detector: builds the session's :class:`~app.backend.turns.detector.TurnDetector`
+            (``new_detector(wrap_vad=...)``: the session's echo gate wraps its VAD).
         capabilities: the wire ``capabilities`` object.
         max_context_tokens: Thinker context budget, tokens.
         vision: the family reads frames.
@@ -77,7 +79,7 @@ class SessionDeps:
 
     pipeline: Pipeline
     config: Any
-    new_detector: Callable[[], TurnDetector]
+    new_detector: Callable[..., TurnDetector]
     capabilities: dict[str, Any]
     max_context_tokens: int
     vision: bool
@@ -127,7 +129,10 @@ class DuplexSession:
         self._work: set[asyncio.Task[Any]] = set()
         self._clock = UnitClock(self.unit_ms)
         self._transcripts = TranscriptCache(session_id, deps.pipeline, self._spawn)
-        self._turns = TurnTracker(deps.new_detector(), score=deps.score_turn, spawn=self._spawn, post=self._post,
+        # echo gate (turn_policy.echo_gate): sees what is released (_emit), zeroes echo-only VAD windows
+        self._echo = EchoGate() if getattr(self._tcfg, "echo_gate", False) else None
+        self._turns = TurnTracker(deps.new_detector(wrap_vad=self._echo.wrap if self._echo else None),
+                                  score=deps.score_turn, spawn=self._spawn, post=self._post,
                                   on_decision=deps.metrics.record_turn_decision if deps.metrics else None,
                                   transcribe=self._transcripts.transcribe)
         self._held_audio: np.ndarray | None = None  # input not yet fed: the detector waits for a score
@@ -214,6 +219,8 @@ class DuplexSession:
             return
         self._seq += 1
         ev.server_event_seq = self._seq
+        if self._echo is not None:
+            self._echo.on_event(ev, self._clock.samples)  # released audio and dropped playback -> the echo gate
         try:
             self._outbox.put_nowait(ev)
         except asyncio.QueueFull:

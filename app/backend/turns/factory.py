@@ -22,8 +22,14 @@ class DetectorUnavailable(RuntimeError):
     """The configured detector cannot be built for this family (the message says why)."""
 
 
-def detector_factory(name: str, config: Any, new_vad: Callable[[], StreamingVad] | None) -> Callable[[], TurnDetector]:
-    """A factory of fresh per-session detectors.
+VadWrapper = Callable[[StreamingVad], StreamingVad]
+"""Wraps a session's VAD (e.g. the session's echo gate, which zeroes echo-only windows)."""
+
+
+def detector_factory(name: str, config: Any,
+                     new_vad: Callable[[], StreamingVad] | None) -> Callable[..., TurnDetector]:
+    """A factory of fresh per-session detectors: ``factory(wrap_vad=None)``; ``wrap_vad`` (a
+    :data:`VadWrapper`) wraps the detector's VAD.
 
     Args:
         name: one of :data:`DETECTORS`.
@@ -38,9 +44,14 @@ def detector_factory(name: str, config: Any, new_vad: Callable[[], StreamingVad]
         raise DetectorUnavailable(f"unknown turn detector '{name}' (choose one of {', '.join(DETECTORS)})")
     if new_vad is None:
         raise DetectorUnavailable(f"turn detector '{name}' needs a streaming VAD and the family has none")
-    vad = new_vad
+    make_vad = new_vad
+
+    def vad(wrap: VadWrapper | None) -> StreamingVad:
+        v = make_vad()
+        return wrap(v) if wrap is not None else v
+
     if name == "manual":
-        return lambda: SilenceTurnDetector(vad(), config, silence_ends_turn=False)
+        return lambda wrap_vad=None: SilenceTurnDetector(vad(wrap_vad), config, silence_ends_turn=False)
     if name == "smart_turn":
-        return lambda: LearnedTurnDetector(vad(), config)
-    return lambda: SilenceTurnDetector(vad(), config)
+        return lambda wrap_vad=None: LearnedTurnDetector(vad(wrap_vad), config)
+    return lambda wrap_vad=None: SilenceTurnDetector(vad(wrap_vad), config)

@@ -18,8 +18,15 @@
 // FALSE_ALARM_DB (up to MAX_EXTRA_DB); it comes back down by half that after each confirmed
 // barge-in. (The answer to the new question may start soon after the unmute: it is not taken
 // for the old reply going on, because the flush came first.)
-// window.__omni.ducks: [{t, level_db, floor_db, unmuted_at, flushed, false_alarm}] for tests
-// and debugging.
+// Echo: the page knows what it plays. A speaker with no echo cancellation (or a mix that
+// bypasses the browser's canceller) puts the assistant's own voice in the mic; it must not mute
+// the assistant. So the mic level must also exceed the loudest assistant level of the last
+// ECHO_LAG_MS (what may be coming back) plus the echo coupling: the COUPLING_Q quantile of
+// (mic level - that level) over the last COUPLING_POLLS polls of playback (COUPLING_PRIOR_DB
+// until COUPLING_MIN_POLLS are in), plus ECHO_MARGIN_DB. With no echo the coupling is far below
+// 0 dB and this test never binds.
+// window.__omni.ducks: [{t, level_db, floor_db, unmuted_at, flushed, false_alarm}] and
+// window.__omni.echoCouplingDb for tests and debugging.
 (() => {
   if (window.__omniBargeIn) return;
   window.__omniBargeIn = true;
@@ -40,6 +47,13 @@
   const CHECK_MS = 400;        // assistant heard this soon after an unmute -> it was a false alarm
   const FALSE_ALARM_DB = 6;
   const MAX_EXTRA_DB = 18;
+  const REMOTE_WINDOW = 1024;  // assistant level window, samples (~21 ms: no gaps between polls)
+  const ECHO_LAG_MS = 400;     // echo delay covered (speaker + room + a local mix)
+  const COUPLING_POLLS = 100;  // echo coupling history: the last 2 s of playback
+  const COUPLING_MIN_POLLS = 10;
+  const COUPLING_Q = 0.9;
+  const COUPLING_PRIOR_DB = 0; // until the coupling is known: the echo may be as loud as the assistant
+  const ECHO_MARGIN_DB = 3;
 
   let ctx = null;
   const remote = [];           // {track, analyser, buf, lastLoud}
@@ -52,20 +66,27 @@
   let timer = null;
   let extraDb = 0;             // threshold raise after false alarms
   let checking = null;         // the S.ducks entry whose unmute is being checked
+  const played = [];           // loudest assistant level per poll (dBFS), the last ECHO_LAG_MS
+  const coupling = [];         // mic level - played level (dB), polls of playback
 
   function audioCtx() {
     if (!ctx) ctx = new AudioContext();
     if (ctx.state !== "running") ctx.resume().catch(() => {});
     return ctx;
   }
-  function analyse(track) {
+  function analyse(track, size) {
     const c = audioCtx();
     const src = c.createMediaStreamSource(new MediaStream([track]));
     const an = c.createAnalyser();
-    an.fftSize = WINDOW;
+    an.fftSize = size || WINDOW;
     src.connect(an);
-    return { src: src, analyser: an, buf: new Float32Array(WINDOW), track: track };
+    return { src: src, analyser: an, buf: new Float32Array(an.fftSize), track: track };
   }
+  function quantile(values, q) {
+    const v = values.slice().sort((a, b) => a - b);
+    return v[Math.min(v.length - 1, Math.floor(q * v.length))];
+  }
+  function db(x) { return Math.max(-100, 20 * Math.log10(x + 1e-9)); }
   function rms(a) {
     a.analyser.getFloatTimeDomainData(a.buf);
     let s = 0;
@@ -123,19 +144,33 @@
       if (remote[i].track.readyState === "ended") release(remote.splice(i, 1)[0]);
     }
     if (mic && mic.track.readyState === "ended") { release(mic); mic = null; }
+    let playedDb = -100;
     for (const r of remote) {
-      if (r.track.readyState !== "live") continue;
-      if (r.track.enabled && rms(r) > PLAYING_RMS) r.lastLoud = now;
+      if (r.track.readyState !== "live" || !r.track.enabled) continue;
+      const v = rms(r);
+      if (v > PLAYING_RMS) r.lastLoud = now;
+      playedDb = Math.max(playedDb, db(v));
     }
+    played.push(playedDb);
+    if (played.length > ECHO_LAG_MS / POLL_MS + 1) played.shift();
     checkUnmute(now);
     if (!mic || mic.track.readyState !== "live") return;
-    const level = Math.max(-100, 20 * Math.log10(rms(mic) + 1e-9));
+    const level = db(rms(mic));
     // noise floor: the quietest recent poll (speech has gaps; steady noise, a fan or a room, has none)
     recent.push(level);
     if (recent.length > FLOOR_POLLS) recent.shift();
     floorDb = Math.min(...recent);
     const threshold = Math.max(MIN_DB, floorDb + ABOVE_FLOOR_DB) + extraDb;
-    const speech = level > threshold;
+    // what may be coming back of the assistant's own voice (see the top of the file)
+    const back = Math.max(...played);
+    const playingNow = remote.some((r) => r.lastLoud !== undefined && now - r.lastLoud <= PLAYING_WITHIN_MS);
+    if (playingNow && !ducked && back > -100) {
+      coupling.push(level - back);
+      if (coupling.length > COUPLING_POLLS) coupling.shift();
+    }
+    const couplingDb = coupling.length >= COUPLING_MIN_POLLS ? quantile(coupling, COUPLING_Q) : COUPLING_PRIOR_DB;
+    S.echoCouplingDb = coupling.length >= COUPLING_MIN_POLLS ? couplingDb : null;
+    const speech = level > threshold && level > back + couplingDb + ECHO_MARGIN_DB;
     loudPolls = speech ? loudPolls + 1 : 0;
     if (ducked) {
       if (speech || level > threshold - ABOVE_FLOOR_DB / 2) quietSince = null;
@@ -187,7 +222,7 @@
       for (const rx of this.getReceivers()) {
         const t = rx.track;
         if (!t || t.kind !== "audio" || remote.some((r) => r.track === t)) continue;
-        try { remote.push(analyse(t)); ensureTimer(); } catch (_) {}
+        try { remote.push(analyse(t, REMOTE_WINDOW)); ensureTimer(); coupling.length = 0; } catch (_) {}
       }
       if (ducked) unmute(performance.now());  // a new connection starts unmuted
       return out;
