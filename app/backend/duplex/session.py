@@ -452,9 +452,15 @@ class DuplexSession:
         replies = self._replies
         if sig.kind == "speech_started":
             if self._turns.resumes(sig.at_sample, self._resume_window):
-                self._resume_turn(sig)
-                return
-            item = self._turns.start_item()
+                r0 = replies.active
+                if r0 is None or not r0.clock.started:
+                    self._resume_turn(sig)
+                    return
+                # its audio is already out: the reply runs on as any reply the user talks over (a soft
+                # interrupt, or an echo that must not stop it); the words join the fragment's when answered
+                item = self._turns.continue_turn()
+            else:
+                item = self._turns.start_item()
             self._emit(E.SpeechStarted(epoch=self.epoch, item_id=item, audio_start_ms=_ms(sig.at_sample)))
             self._camera.maybe_read(force=True)
             rid = replies.active_response_id
@@ -473,7 +479,7 @@ class DuplexSession:
                 # an overlap the reply outlived: a short one (a backchannel) is acknowledged and
                 # dropped, a meaningful one is answered when the reply ends
                 if sig.speech_ms >= self._tcfg.overlap_short_ack_ms and self.settings.auto_response:
-                    self._turns.defer(item_id, utt)
+                    self._turns.defer(item_id, self._turns.joined(utt))
             return
         log.debug("session %s: turn signal %s at %d", self.id, sig.kind, sig.at_sample)
         if sig.kind == "resumed":  # the pause was not the end: drop the speculative reply
@@ -505,13 +511,14 @@ class DuplexSession:
         replies.start(utt, item_id, drain=commit, boundary_passed=now, seen_text=self._camera.seen_text)
 
     def _resume_turn(self, sig: TurnSignal) -> None:
-        """The user went on right after a turn end: that end was wrong. The reply to the fragment is
-        dropped (cancelled, ``user_resumed``, if it was already open; taken out of the history if it
-        had already finished), and the utterance now starting joins the fragment: the next reply
-        answers the whole of it."""
+        """The user went on right after a turn end, before any of the reply was heard: that end was
+        wrong. The reply to the fragment is dropped (cancelled, ``user_resumed``, if it was already
+        open; taken out of the history if it had already finished), and the utterance now starting
+        joins the fragment: the next reply answers the whole of it. (Once the reply's audio is out,
+        the user's words are handled as any overlap, and join the fragment when answered.)"""
         rid = self._replies.active_response_id
         self._cancel_reply("user_resumed" if rid else None)
-        if rid is not None:
+        if rid is not None:  # opened, nothing of it played yet
             self._emit(E.OutputAudioCleared(epoch=self.epoch, response_id=rid))
         item = self._turns.continue_turn()
         answered = self._ledger.last_answer_to(item)
