@@ -88,6 +88,7 @@ class LearnedTurnDetector(TurnDetector):
         self._check = 0
         self._awaiting: ScoreRequest | None = None
         self._held = 0
+        self._pause_utterance: np.ndarray | None = None
         self.last_outcome: str | None = None
         """How the last scored check or cap ended: ``complete``, ``incomplete``, ``failed``, ``cap``."""
 
@@ -131,6 +132,9 @@ class LearnedTurnDetector(TurnDetector):
             for sig in inner.feed(piece):
                 if sig.kind in ("speech_started", "resumed"):
                     self._check = 0
+                    self._pause_utterance = None
+                elif sig.kind == "pause":
+                    self._pause_utterance = sig.utterance  # the same samples the speculative reply transcribes
                 signals.append(sig)
             if piece.size < step or not inner.user_speaking:
                 continue
@@ -139,7 +143,10 @@ class LearnedTurnDetector(TurnDetector):
                 signals.append(self._end())
                 self.last_outcome = "cap"
             elif self._check < len(self._checks) and silence >= self._checks[self._check] * self._patience:
-                utterance = inner.current_utterance() if self._text_cues else None
+                utterance = None
+                if self._text_cues:
+                    utterance = self._pause_utterance if self._pause_utterance is not None else \
+                        inner.current_utterance()
                 self._awaiting = ScoreRequest(inner.position, inner.recent_audio(self._window), self._check, utterance)
                 self._held = audio.size - pos
                 return signals
@@ -185,6 +192,7 @@ class LearnedTurnDetector(TurnDetector):
 
     def _end(self) -> TurnSignal:
         self._check = 0
+        self._pause_utterance = None
         sig = self._vad_turns.flush()
         assert sig is not None  # only called while the user is in a turn
         return sig
