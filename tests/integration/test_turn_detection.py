@@ -14,7 +14,7 @@ import soundfile as sf
 from app.client.duplex import DuplexClient
 from app.constants import INPUT_SAMPLE_RATE_HZ
 from app.media import float_to_pcm16, resample
-from tests.integration.rt_helpers import assert_invariants, silence, types
+from tests.integration.rt_helpers import assert_invariants, silence, types, wav_pcm16
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -123,3 +123,19 @@ async def test_an_unknown_detector_for_the_family_stops_start_up(deploy_config, 
     finally:
         tiny_family.capabilities = caps
     assert np.array_equal(np.zeros(1), np.zeros(1))
+
+
+async def test_playback_acks_of_a_response_still_playing_are_answered(server, question_wav):
+    """Clients (vLLM-Omni's evaluation runner among them) ack playback while a response streams."""
+    async with DuplexClient(server.ws_url) as c:
+        pcm = silence(0.3) + wav_pcm16(question_wav) + silence(0.5)
+        await c.stream_pcm(pcm, chunk_ms=100, realtime=True)
+        delta = await c.wait_for("response.output_audio.delta", timeout_s=30)
+        rid = delta["response_id"]
+        if not any(e["type"] == "response.done" and e["response_id"] == rid for e in c.collector.events):
+            mark = len(c.collector.events)
+            await c.ack_playback(rid, played_ms=100)
+            ack = await c.wait_for(lambda e: e["type"] in ("playback.acknowledged", "error"), timeout_s=10,
+                                   after_index=mark)
+            assert ack["type"] == "playback.acknowledged" and ack["response_id"] == rid, ack
+        await c.close()

@@ -26,3 +26,9 @@ def test_cut_inside_a_delta_is_proportional_and_on_a_word_boundary():
 def test_nothing_heard():
     assert heard_text(TEXT, MARKS, 0) == ""
     assert heard_text(TEXT, [], 500) == ""
+
+
+def test_a_whole_millisecond_ack_of_a_fully_played_reply_keeps_the_last_word():
+    marks = [(25, 1487.375), (31, 2356.833)]
+    assert heard_text("The capital on France is Paris.", marks, 2356.0) == "The capital on France is Paris."
+    assert heard_text("The capital on France is Paris.", marks, 2300.0) == "The capital on France is"

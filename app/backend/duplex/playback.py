@@ -18,6 +18,10 @@ from app.constants import INPUT_SAMPLE_RATE_HZ
 RELEASE_LEAD_UNITS = 1.5
 """Audio is released at most this many units ahead of the response's playback clock."""
 
+HEARD_TOLERANCE_MS = 1.0
+"""A delta counts as heard in full when the acknowledged position is this close to its end, ms
+(clients send whole milliseconds: 2356 for a reply of 2356.8 ms must not lose its last word)."""
+
 OPEN_TAIL_UNITS = 0.5
 """A response whose audio is all sent closes once its clock is within this many units of the end."""
 
@@ -167,7 +171,7 @@ def heard_text(text: str, marks: list[tuple[int, float]], played_ms: float) -> s
     """
     prev_chars, prev_ms = 0, 0.0
     for chars, end_ms in marks:
-        if played_ms >= end_ms:
+        if played_ms + HEARD_TOLERANCE_MS >= end_ms:
             prev_chars, prev_ms = chars, end_ms
             continue
         span = max(end_ms - prev_ms, 1e-6)

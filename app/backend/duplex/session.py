@@ -43,7 +43,7 @@ from app.backend.duplex.context import ContextWindow
 from app.backend.duplex.echo import EchoGate
 from app.backend.duplex.history import History
 from app.backend.duplex.inputs import InputDecoder
-from app.backend.duplex.playback import PlaybackLedger
+from app.backend.duplex.playback import PlaybackLedger, heard_text
 from app.backend.duplex.replies import Posted, ReplyRunner
 from app.backend.duplex.settings import SessionSettings, apply_update
 from app.backend.duplex.transcripts import TranscriptCache
@@ -430,6 +430,14 @@ class DuplexSession:
         self._replies.start(utt, item_id, drain=True, boundary_passed=True, seen_text=self._camera.seen_text)
 
     def _on_ack(self, msg: C.PlaybackAck) -> None:
+        r = self._replies.active
+        rid = msg.response_id or (msg.item_id[5:] if msg.item_id and msg.item_id.startswith("item_") else None)
+        if r is not None and r.created and rid == r.response_id:  # playing now: say what was heard so far
+            heard_now = heard_text(r.clock.text_sent, r.clock.marks, msg.played_ms)
+            self._emit(E.PlaybackAcknowledged(epoch=self.epoch, response_id=rid, played_ms=msg.played_ms,
+                                              committed_ms=min(msg.played_ms, r.clock.sent_ms),
+                                              truncate=msg.truncate, history_committed=heard_now))
+            return
         heard = self._ledger.acknowledge(msg, self.turn_id)
         item = heard.response.item_id
         ack_only = self.settings.playback_commit_policy == "ack_only"
