@@ -40,11 +40,16 @@ class Released:
         audio: float32 mono slice at the playback rate (may be empty when only text is due).
         captions: ``(response_id, text)`` pieces whose audio starts in this slice.
         first_of: response ids whose first audio sample is in this slice.
+        response_id: the response of the slice's first audio sample (None when no audio).
+        gap_s: how long the playback clock had run dry before this slice continued the same
+            response (an underrun at the source: the page hears a gap), seconds; 0 otherwise.
     """
 
     audio: np.ndarray
     captions: list[tuple[str, str]] = field(default_factory=list)
     first_of: list[str] = field(default_factory=list)
+    response_id: str | None = None
+    gap_s: float = 0.0
 
 
 class Playback:
@@ -118,6 +123,7 @@ class Playback:
         if not self._segments or self.next_due(now) > 0:
             return None
         out = Released(np.zeros(0, np.float32))
+        prev = self._last_released
         pieces: list[np.ndarray] = []
         need = self._slice
         while need > 0 and self._segments:
@@ -133,6 +139,8 @@ class Playback:
             seg.pos += take.size
             need -= take.size
             if take.size:
+                if not pieces:
+                    out.response_id = seg.response_id
                 pieces.append(take)
                 self._last_released = seg.response_id
                 self.played_ms[seg.response_id] = self.played_ms.get(seg.response_id, 0.0) + \
@@ -143,6 +151,8 @@ class Playback:
                     continue
         if pieces:
             out.audio = np.concatenate(pieces)
+            if out.response_id == prev and out.response_id not in out.first_of and 0.0 < self._play_end < now:
+                out.gap_s = now - self._play_end
             self._play_end = max(self._play_end, now) + out.audio.size / self.rate_hz
         return out
 
