@@ -22,6 +22,17 @@ LEAD_S = 0.25
 SLICE_S = 0.06
 """Length of each piece handed to FastRTC, seconds (FastRTC re-chunks to 20 ms frames)."""
 
+TRIM_RMS = 0.001
+"""A reply's leading audio quieter than this (RMS of 5 ms windows, -60 dBFS) is not sent: the
+tiny voice starts every utterance with ~40 ms of digital silence, which would only delay the
+first audible sample."""
+
+TRIM_KEEP_S = 0.005
+"""Quiet audio kept before the first window above :data:`TRIM_RMS`, seconds."""
+
+TRIM_MAX_S = 0.2
+"""At most this much leading audio is trimmed, seconds."""
+
 
 @dataclass
 class _Segment:
@@ -52,8 +63,23 @@ class Released:
     gap_s: float = 0.0
 
 
+def leading_quiet(audio: np.ndarray, rate_hz: int) -> int:
+    """Samples of leading quiet to drop from a reply's first audio (see :data:`TRIM_RMS`)."""
+    w = max(1, rate_hz // 200)
+    head = audio[: int(TRIM_MAX_S * rate_hz)]
+    m = head.size // w
+    if not m:
+        return 0
+    loud = np.flatnonzero(np.sqrt(np.mean(np.square(head[: m * w].reshape(m, w)), axis=1)) > TRIM_RMS)
+    first = int(loud[0]) * w if loud.size else m * w
+    return max(0, min(first - int(TRIM_KEEP_S * rate_hz), audio.size - 1))
+
+
 class Playback:
     """A backlog of assistant audio segments, released in real time.
+
+    A reply's leading quiet is trimmed (:func:`leading_quiet`); it still counts as played in
+    :attr:`played_ms`, which stays on the session's timeline of the reply's audio.
 
     Args:
         rate_hz: sample rate of the audio pushed and popped.
@@ -76,6 +102,10 @@ class Playback:
     def push(self, response_id: str, audio: np.ndarray, text: str = "") -> None:
         """Queue one audio delta (and the caption text it speaks, if already known)."""
         a = np.asarray(audio, dtype=np.float32).reshape(-1)
+        if response_id not in self.played_ms and not any(s.response_id == response_id for s in self._segments):
+            cut = leading_quiet(a, self.rate_hz)
+            a = a[cut:]
+            self.played_ms[response_id] = cut * 1000.0 / self.rate_hz
         self._segments.append(_Segment(response_id, a, text))
 
     def attach_text(self, response_id: str, text: str) -> str | None:
