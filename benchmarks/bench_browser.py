@@ -37,7 +37,7 @@ Rows: the current tree (``new``) and, with ``--baseline-tree``, another checkout
 override). One server per row (``python -m app serve`` as a subprocess, bound to 0.0.0.0 because
 WebRTC needs a non-loopback ICE candidate; the page is opened on 127.0.0.1), all started up
 front; the rows take turns in blocks of ``--block`` questions so that they share the machine's
-state (only one is connected at a time). ``--impair`` runs the servers in a network namespace
+state (only one tab is open at a time). ``--impair`` runs the servers in a network namespace
 behind a user-space impairment link (``benchmarks/netimpair.py``: this kernel has no netem).
 Everything runs on this machine: Chromium competes with the models for the CPU, as a user's
 browser would on a one-box setup. Writes ``benchmarks/results/browser.json`` (``--out`` for
@@ -498,12 +498,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             else:
                 browser = launch(pw)
             chromium_version = browser.version
-            for r in rows:
-                r.tab = _open(browser, r.srv.base_url)
+            # one tab at a time: an idle page still costs CPU (FastRTC's idle animation, timers), and
+            # the rows would tax each other unevenly
             done = 0
             while done < args.n:
                 k = min(args.block, args.n - done)
                 for r in rows:
+                    r.tab = _open(browser, r.srv.base_url)
                     _connect(r.tab, r.srv.base_url)
                     if r.warm is None:  # warm-up turn (first model calls are slower), not counted
                         r.warm = _latency_turn(r.tab, clips[0])
@@ -516,6 +517,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                               f"{st.get('speech_stopped')}, delta {st.get('first_delta')}, sent {st.get('first_sent')}, "
                               f"audible {st.get('page_audible')}; heard: {s['heard']!r})", flush=True)
                     r.tab.stop()
+                    r.tab.close()
                 done += k
             tries = 0
             while barge_rows and any(sum(map(_counts, r.barge)) < args.barge_n for r in barge_rows) \
@@ -526,6 +528,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         continue
                     # each barge-in in a new conversation: with the earlier turns in its context the tiny
                     # family answers the long question in a few words, and the reply ends by itself
+                    r.tab = _open(browser, r.srv.base_url)
                     _connect(r.tab, r.srv.base_url)
                     b = _barge_turn(r.tab, long_clip, interrupt_clip, INTERRUPT_AFTER_MS[len(r.barge) % len(INTERRUPT_AFTER_MS)])
                     r.barge.append(b)
@@ -535,6 +538,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                           flush=True)
                     _settle(r.tab, 90)
                     r.tab.stop()
+                    r.tab.close()
             browser.close()
     finally:
         for r in rows:

@@ -5,7 +5,7 @@ prefetch=4)``: a packet is decoded only once four newer ones have arrived (80 ms
 20 ms a packet), so every word reaches the VAD 80 ms late, and the end of the user's turn too.
 Worse, a lost packet stalls it until 16 newer ones have piled up and it then hands out one
 frame per arriving packet, so one loss leaves the mic path ~300 ms late for the rest of the
-call.
+call (aiortc issue #543).
 
 :class:`AudioJitterBuffer` replaces it for audio receivers: a packet that is next in sequence is
 decoded at once (Opus carries one frame per packet); a gap waits for at most

@@ -123,6 +123,11 @@
       if (remote[i].track.readyState === "ended") release(remote.splice(i, 1)[0]);
     }
     if (mic && mic.track.readyState === "ended") { release(mic); mic = null; }
+    if (!mic && !remote.length && !ducked && !checking) {  // nothing live: stop polling until the next call
+      clearInterval(timer);
+      timer = null;
+      return;
+    }
     for (const r of remote) {
       if (r.track.readyState !== "live") continue;
       if (r.track.enabled && rms(r) > PLAYING_RMS) r.lastLoud = now;
