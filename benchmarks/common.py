@@ -339,6 +339,9 @@ class ServerProcess:
         tree: run the app of another checkout of this repository (e.g. a ``git worktree`` of an
             older commit, for old-vs-new runs): its folder is the working directory and
             ``PYTHONPATH``; the interpreter (this repository's venv) is shared.
+        env: extra environment variables of the server process (e.g. ``OMNI_PAGE_TRACE=1``).
+        wrap: a command prefix (e.g. ``["ip", "netns", "exec", "omni-b"]``: the server runs
+            inside a network namespace).
 
     Attributes:
         launched_at: ``time.monotonic()`` just before ``Popen``.
@@ -352,8 +355,12 @@ class ServerProcess:
         stage_overrides: dict[str, Any] | None = None,
         log_path: Path | None = None,
         tree: Path | str | None = None,
+        env: dict[str, str] | None = None,
+        wrap: Sequence[str] = (),
     ) -> None:
         self.tree = Path(tree).resolve() if tree is not None else None
+        self.env = dict(env or {})
+        self.wrap = list(wrap)
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.args = [PYTHON, "-m", "app", "serve", "--no-ui", "--host", "127.0.0.1", "--port", str(self.port),
@@ -379,7 +386,8 @@ class ServerProcess:
         with contextlib.suppress(ValueError):
             args[0] = str(Path(args[0]).relative_to(ROOT))
         prefix = f"cd {self.tree} && PYTHONPATH={self.tree} " if self.tree is not None else ""
-        return prefix + shlex.join(args)
+        prefix += "".join(f"{k}={shlex.quote(v)} " for k, v in self.env.items())
+        return prefix + shlex.join(self.wrap + args)
 
     def start(self, timeout_s: float = 180.0, poll_s: float = 0.05) -> float:
         """Launch and wait for ``/health`` 200; returns seconds from launch to ready.
@@ -393,10 +401,11 @@ class ServerProcess:
         env["HF_HUB_OFFLINE"] = "1"
         if self.tree is not None:
             env["PYTHONPATH"] = str(self.tree)
+        env.update(self.env)
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._log = log
         self.launched_at = time.monotonic()
-        self.proc = subprocess.Popen(self.args, cwd=self.tree or ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.wrap + self.args, cwd=self.tree or ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = self.launched_at + timeout_s
         with httpx.Client(trust_env=False, timeout=2.0) as client:
             while time.monotonic() < deadline:

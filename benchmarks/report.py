@@ -2,9 +2,9 @@
 
 One section per result file: how to reproduce it, the machine and versions it ran on, its
 headline numbers each next to its target with PASS/MISS, then the detail tables. Files written
-by ``bench_chat.py`` / ``bench_duplex.py`` / ``bench_turns.py`` get dedicated tables; any other result file (e.g.
-``browser.json`` from ``bench_browser.py``, ``remote.json`` from ``bench_remote.py``) is rendered
-generically: its ``metrics`` list if it has one in our shape, its ``target`` block, and every
+by ``bench_chat.py`` / ``bench_duplex.py`` / ``bench_turns.py`` / ``bench_browser.py`` (``browser*.json``: rows
+and the per-stage breakdown) get dedicated tables; any other result file (e.g. ``remote.json`` from
+``bench_remote.py``) is rendered generically: its ``metrics`` list if it has one in our shape, its ``target`` block, and every
 summary object (a mapping with a ``p50`` key) found in it.
 
 Usage::
@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 OUT = ROOT / "BENCHMARKS.md"
 
-ORDER = ["chat", "duplex", "duplex_silence", "turns", "turn_decisions_test", "turn_decisions_dev", "browser", "remote"]
+ORDER = ["chat", "duplex", "duplex_silence", "turns", "turn_decisions_test", "turn_decisions_dev", "browser",
+         "browser_impaired", "remote"]
 """Known result files, in the order their sections appear; others follow alphabetically."""
 
 DEFAULT_REPRODUCE = {
@@ -337,6 +338,60 @@ def section_turns(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def section_browser(data: dict[str, Any]) -> list[str]:
+    """``bench_browser.py``: one row per server configuration, then the per-stage breakdown."""
+    rows: dict[str, Any] = data["rows"]
+    keys = list(rows)
+    out: list[str] = []
+    setup = data.get("setup") or {}
+    imp = setup.get("impairment")
+    if imp:
+        out += [(f"- Link: {imp.get('how')}; each way {num(imp.get('delay_ms'), 'ms')} + uniform 0..."
+                 f"{num(imp.get('jitter_ms_uniform'), 'ms')} per packet, {100 * (imp.get('loss_each_way') or 0):.0f} % "
+                 f"loss; packets relayed {imp.get('packets')}"), ""]
+    described = ", ".join(f"`{k}` ({rows[k]['detector']} detector, {rows[k]['tree']})" for k in keys)
+    out += [(f"- Rows: {described}; {setup.get('n')} questions per row in blocks of {setup.get('block')}, "
+             "alternating."), ""]
+
+    def ms(v: Any) -> str:
+        return num(v, "ms")
+
+    head = ["row", "N", "ear-to-ear p50", "p95", "min", "max", "missing", "barge-in p50 / p95 (N)",
+            "page mute p95", "concealed in replies", "jitter buffer p50", "handler dry gaps"]
+    body = []
+    for k in keys:
+        r = rows[k]
+        e, b, g = r["ear_to_ear"]["summary_ms"], r["barge_in"]["summary_ms"], r["gaps"]
+        mute = r["barge_in"]["page_mute_summary_ms"]
+        conc = (f"{g['concealed_ms_total']:.0f} ms of {g['reply_audio_ms_total'] / 1000:.1f} s "
+                f"({g['concealment_events_total']:.0f} events, {g['replies_with_concealment']}/{g['replies']} replies)")
+        body.append([k, e["n"], ms(e["p50"]), ms(e["p95"]), ms(e["min"]), ms(e["max"]), r["ear_to_ear"]["missing"],
+                     f"{ms(b['p50'])} / {ms(b['p95'])} ({b['n']})" if b["n"] else "-", ms(mute["p95"]) if mute["n"] else "-",
+                     conc, ms(g["jitter_buffer_ms"]["p50"]),
+                     f"{g['server_dry_gaps_total']} ({ms(g['server_dry_gap_ms_total'])})"])
+    out += table(head, body)
+    out += ["#### Where the time goes (p50 / p95 per stage, ms; the stages add up to ear-to-ear)", ""]
+    stage_rows = [[st["label"], *(f"{num(rows[k]['stages_ms'][st['key']]['p50'], digits=0)} / "
+                                   f"{num(rows[k]['stages_ms'][st['key']]['p95'], digits=0)}" for k in keys)]
+                  for st in data.get("stages", [])]
+    stage_rows.append(["**ear-to-ear**", *(f"{num(rows[k]['ear_to_ear']['summary_ms']['p50'], digits=0)} / "
+                                            f"{num(rows[k]['ear_to_ear']['summary_ms']['p95'], digits=0)}" for k in keys)])
+    out += table(["stage", *keys], stage_rows)
+    first = rows[keys[0]]
+    out += [("Pipeline marks relative to `speech_stopped` (p50 ms; negative = done before the turn ended, "
+             "speculatively), and details:"), ""]
+    prow = [[v["label"], *(num(rows[k]["pipeline_from_speech_stopped_ms"][m]["p50"], digits=0) for k in keys)]
+            for m, v in first["pipeline_from_speech_stopped_ms"].items()]
+    labels = {"page_first_packet_after_sent": "first RTP packet in the page after FastRTC's send (idle stream only)",
+              "page_audible_after_first_packet": "first audible sample after that packet",
+              "vad_end_sample_arrival": "the VAD's speech-end sample reached the handler (from page speech end)",
+              "fastrtc_queue_at_first_emit": "frames in FastRTC's queue at a reply's first emit"}
+    prow += [[labels.get(m, m), *(num(rows[k]["extra_ms"][m]["p50"], digits=0) for k in keys)]
+             for m in first["extra_ms"]]
+    out += table(["mark", *keys], prow)
+    return out
+
+
 def section_generic(data: dict[str, Any]) -> list[str]:
     out: list[str] = []
     tgt = data.get("target")
@@ -422,6 +477,8 @@ def render(results: Path) -> str:
             out += section_duplex(data)
         elif name == "turns":
             out += section_turns(data)
+        elif data.get("benchmark") == "browser" and isinstance(data.get("rows"), dict):
+            out += section_browser(data)
         else:
             out += section_generic(data)
         notes = data.get("notes") or []

@@ -231,6 +231,34 @@ class OmniPage:
         """Local barge-ins so far (``app/ui/assets/barge_in.js``): ``[{t, level_db, floor_db, unmuted_at}]``."""
         return self.page.evaluate("() => ((window.__omni || {}).ducks || []).slice()")
 
+    def rms_since(self, t_ms: float) -> list[list[float]]:
+        """Remote-audio RMS samples at or after ``t_ms`` (cheaper than :meth:`rms` in a poll loop)."""
+        return self.page.evaluate("(t) => window.__rms.filter((r) => r[0] >= t)", t_ms)
+
+    def rises_since(self, t_ms: float) -> list[list[float]]:
+        """``[[t_poll_ms, t_onset_ms], ...]``: each rise of the remote audio above the threshold
+        at or after ``t_ms``, the poll and the first 5 ms window above it (``hooks.js``)."""
+        return self.page.evaluate("(t) => window.__rise.filter((r) => r[0] >= t)", t_ms)
+
+    def rx_since(self, t_ms: float) -> list[dict[str, Any]]:
+        """Inbound-rtp stats rows of the remote audio at or after ``t_ms`` (``hooks.js``: every
+        50 ms; ``t`` and ``lastPacketReceivedTimestamp`` on the page clock)."""
+        rows, fields = self.page.evaluate("(t) => [window.__rx.filter((r) => r[0] >= t), window.__rxFields]", t_ms)
+        return [dict(zip(["t", *fields], r, strict=True)) for r in rows]
+
+    def clock_offset_s(self, tries: int = 5) -> tuple[float, float]:
+        """``(offset, rtt)``: ``time.monotonic() ~= performance.now() / 1000 + offset``, from the
+        round trip with the smallest ``rtt`` (s) of ``tries``. ``time.monotonic()`` is the machine's
+        ``CLOCK_MONOTONIC``: the same in the server process."""
+        best = (0.0, float("inf"))
+        for _ in range(tries):
+            t0 = time.monotonic()
+            p = self.now_ms()
+            t1 = time.monotonic()
+            if t1 - t0 < best[1]:
+                best = ((t0 + t1) / 2 - p / 1000.0, t1 - t0)
+        return best
+
     def mic_rms(self) -> list[list[float]]:
         """Mic RMS samples as sent by the page."""
         return self.page.evaluate("() => window.__micRms.slice()")

@@ -2,6 +2,10 @@
 // microphone with a scripted one for exact speech timing.
 //
 //  window.__rms      [[t_ms, rms], ...]   remote (assistant) audio, every 50 ms (performance.now())
+//  window.__rise     [[t_poll_ms, t_onset_ms], ...]   each rise of __rms above RISE_RMS: the poll, and
+//                    the first 5 ms window above RISE_RMS inside that poll's analyser buffer
+//  window.__rx       [[t_ms, ...RX_FIELDS], ...]   inbound-rtp stats of the remote audio, every 50 ms
+//                    (lastPacketReceivedTimestamp converted to the page clock)
 //  window.__micRms   [[t_ms, rms], ...]   what the page sends as mic audio
 //  window.__say(b64wav, label) -> Promise<{start, end}>   (scripted mic only) play a clip into the mic
 //  window.__E2E = {scriptedMic: true}     set by another init script BEFORE this one to enable it
@@ -10,7 +14,15 @@
 //                       bypasses the browser's AEC); a muted remote track (local barge-in) is silent
 (() => {
   const POLL_MS = 50;
+  const RISE_RMS = 0.01;  // e2e/driver.py RMS_THRESHOLD
+  const RX_FIELDS = ["packetsReceived", "lastPacketReceivedTimestamp", "totalSamplesReceived", "concealedSamples",
+    "silentConcealedSamples", "concealmentEvents", "insertedSamplesForDeceleration",
+    "removedSamplesForAcceleration", "jitterBufferDelay", "jitterBufferEmittedCount", "jitterBufferTargetDelay",
+    "packetsLost", "packetsDiscarded", "totalAudioEnergy"];
+  window.__rxFields = RX_FIELDS;
   window.__rms = [];
+  window.__rise = [];
+  window.__rx = [];
   window.__micRms = [];
   window.__remoteTracks = 0;
   let ctx = null;
@@ -18,6 +30,34 @@
     if (!ctx) ctx = new AudioContext();
     if (ctx.state !== "running") ctx.resume();
     return ctx;
+  }
+  function fineOnset(buf, sr, now) {
+    const w = Math.max(1, Math.round(sr * 0.005));
+    for (let i = 0; i + w <= buf.length; i += w) {
+      let s = 0;
+      for (let j = i; j < i + w; j++) s += buf[j] * buf[j];
+      if (Math.sqrt(s / w) > RISE_RMS) return now - ((buf.length - i) / sr) * 1000;
+    }
+    return now;
+  }
+  function rxStats(receiver) {
+    const id = setInterval(async () => {
+      if (receiver.track.readyState === "ended") { clearInterval(id); return; }
+      let rep = null;
+      try { rep = await receiver.getStats(); } catch (_) { return; }
+      const now = performance.now();
+      rep.forEach((s) => {
+        if (s.type !== "inbound-rtp" || s.kind !== "audio") return;
+        const row = [now];
+        for (const f of RX_FIELDS) {
+          let v = s[f] === undefined ? null : s[f];
+          if (f === "lastPacketReceivedTimestamp" && v !== null) v = now - (s.timestamp - v);
+          row.push(v);
+        }
+        window.__rx.push(row);
+        if (window.__rx.length > 40000) window.__rx.splice(0, 10000);
+      });
+    }, POLL_MS);
   }
   function meter(track, sink) {
     const c = audioCtx();
@@ -37,7 +77,12 @@
       an.getFloatTimeDomainData(buf);
       let s = 0;
       for (let i = 0; i < buf.length; i++) s += buf[i] * buf[i];
-      sink.push([performance.now(), Math.sqrt(s / buf.length)]);
+      const now = performance.now();
+      const level = Math.sqrt(s / buf.length);
+      if (sink === window.__rms && level > RISE_RMS && !(sink.length && sink[sink.length - 1][1] > RISE_RMS)) {
+        window.__rise.push([now, fineOnset(buf, c.sampleRate, now)]);
+      }
+      sink.push([now, level]);
       if (sink.length > 20000) sink.splice(0, 5000);
     }, POLL_MS);
   }
@@ -67,6 +112,7 @@
         gain.connect(micDest());
         window.__keep = (window.__keep || []).concat([src, delay, gain]);
       }
+      if (ev.receiver) rxStats(ev.receiver);
     });
     (window.__pcs = window.__pcs || []).push(pc);
     return pc;

@@ -60,6 +60,7 @@ from app.constants import (
     ms_to_samples,
 )
 from app.media import PcmStreamResampler, fit_within, resample
+from app.ui import trace as page_trace
 from app.ui.frames import UnitFrames
 from app.ui.playback import Playback
 from app.ui.settings import UISettings, parse_args
@@ -70,8 +71,12 @@ log = logging.getLogger(__name__)
 MIC_RATE_HZ = 48_000
 """Rate FastRTC delivers mic audio at (Opus native rate); resampled here to 16 kHz."""
 
-APPEND_MS = 40
-"""Mic audio gathered per ``AppendArrays``, ms."""
+APPEND_MS = 20
+"""Mic audio gathered per ``AppendArrays``, ms: one WebRTC frame (the session's VAD and turn timer
+see each frame as it arrives; 40 ms made the end of a turn 20 ms later on average)."""
+
+APPEND_SLACK = 8
+"""Samples an append may lack (a 20 ms frame resamples to 319..321 samples at 16 kHz)."""
 
 VIDEO_FPS = 10
 """Rate of the echoed video track, frames/s (kept low: VP8 encoding costs CPU)."""
@@ -173,6 +178,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         self._barge_in_s = float(engine.config.turn_policy.barge_in_ms) / 1000.0
         self._bg_rgb = np.zeros((240, 320, 3), np.uint8)
         self._faults = 0
+        self.trace: page_trace.PageTrace | None = page_trace.PageTrace() if page_trace.enabled() else None
+        """Timing marks for the benchmark (``OMNI_PAGE_TRACE=1`` only; see :mod:`app.ui.trace`)."""
 
     def copy(self) -> OmniHandler:
         """A fresh handler for a new peer (FastRTC calls this per connection)."""
@@ -216,6 +223,9 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             self._close_session()
             return
         self.session.submit(C.SessionUpdate(type="session.update", session=update))
+        if self.trace is not None:
+            page_trace.register(self.session.id, self.trace)
+            page_trace.probe_pipeline(getattr(self.engine, "pipeline", None))
         self.view.set_status("Connected. Listening…", "ok")
         self._last_audio_at = time.monotonic()
         self._pump_task = asyncio.get_running_loop().create_task(self._pump_events(), name=f"ui-pump-{self.webrtc_id}")
@@ -247,6 +257,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
 
     def _close_session(self) -> None:
         s = self.session
+        if s is not None and self.trace is not None:
+            page_trace.unregister(s.id)
         if s is not None and not s.closed:
             s.submit(C.CloseSession(type="session.close"))
             log.info("webrtc %s: session %s closed", self.webrtc_id, s.id)
@@ -291,6 +303,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         x = x.astype(np.float32) / 32768.0 if x.dtype == np.int16 else x.astype(np.float32)
         if self._mic_rs is None or self._mic_rs.from_rate != rate:
             self._mic_rs = PcmStreamResampler(int(rate), INPUT_SAMPLE_RATE_HZ)
+        if self.trace is not None:
+            self.trace.mic_frame(x, int(rate), now)
         y = self._mic_rs.process(x)
         if y.size:
             self._inbuf.append(y)
@@ -301,7 +315,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                 self._inbuf_n -= self._inbuf.pop(0).size
             return
         self._maybe_update_settings()
-        if self._inbuf_n >= ms_to_samples(APPEND_MS, INPUT_SAMPLE_RATE_HZ):
+        if self._inbuf_n >= ms_to_samples(APPEND_MS, INPUT_SAMPLE_RATE_HZ) - APPEND_SLACK:
             self._flush_input(now)
 
     def _boundary(self, k: int) -> int:
@@ -364,6 +378,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             rel = self.playback.pop_due(now)
             if rel is not None:
                 self._on_released(rel, now)
+                if self.trace is not None and rel.audio.size:
+                    self.trace.on_emit(rel, getattr(self._clear_queue, "__self__", None))  # (FastRTC's track)
             ui = self._ui_update(now)
             if rel is not None and rel.audio.size:
                 out = (OUTPUT_SAMPLE_RATE_HZ, rel.audio)
@@ -401,10 +417,14 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         cut = self.playback.clear(response_id, now)
         log.debug("webrtc %s: flush %s: cut %s (%.0f ms released ahead)", self.webrtc_id, response_id or "all", cut,
                   ahead_ms)
+        if self.trace is not None:
+            self.trace.mark("flush", t=now, response_id=response_id, cut=cut, ahead_ms=round(ahead_ms, 1))
         if cut:
             self._tell_page({"type": "flush", "response_ids": cut})
         if self._clear_queue is not None:
             self.clear_queue()
+            if self.trace is not None:
+                self.trace.dropped()
         s = self.session
         for rid in cut:
             self.view.mark_interrupted(rid)
@@ -471,6 +491,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         """Map one session event to playback, captions, metrics and status."""
         now = time.monotonic()
         v = self.view
+        if self.trace is not None:
+            self.trace.on_event(ev, now, self._time_of_sample)
         if isinstance(ev, E.AudioDelta):
             if self._first_audio_pending:
                 self._first_audio_pending = False

@@ -29,6 +29,7 @@ from fastapi import FastAPI
 from fastrtc import Stream, WebRTC
 
 from app.constants import DEFAULT_INSTRUCTIONS
+from app.ui import rtc as rtc_tuning
 from app.ui.chat_tab import build_chat_tab
 from app.ui.frames import MAX_STACK
 from app.ui.handler import HandlerRegistry, OmniHandler
@@ -261,6 +262,7 @@ def mount_ui(app: FastAPI, engine: Any) -> None:
         engine: the :class:`~app.backend.engine.Engine` (may still be loading its family).
     """
     cfg = engine.config
+    rtc_tuning.install()  # mic packets decoded as they arrive (aiortc would hold four of them back)
     registry = HandlerRegistry()
     defaults = default_settings(cfg)
     app_ref: dict[str, Any] = {"app": app}

@@ -22,6 +22,17 @@ LEAD_S = 0.25
 SLICE_S = 0.06
 """Length of each piece handed to FastRTC, seconds (FastRTC re-chunks to 20 ms frames)."""
 
+TRIM_RMS = 0.001
+"""A reply's leading audio quieter than this (RMS of 5 ms windows, -60 dBFS) is not sent: the
+tiny voice starts every utterance with ~40 ms of digital silence, which would only delay the
+first audible sample."""
+
+TRIM_KEEP_S = 0.005
+"""Quiet audio kept before the first window above :data:`TRIM_RMS`, seconds."""
+
+TRIM_MAX_S = 0.2
+"""At most this much leading audio is trimmed, seconds."""
+
 
 @dataclass
 class _Segment:
@@ -40,15 +51,35 @@ class Released:
         audio: float32 mono slice at the playback rate (may be empty when only text is due).
         captions: ``(response_id, text)`` pieces whose audio starts in this slice.
         first_of: response ids whose first audio sample is in this slice.
+        response_id: the response of the slice's first audio sample (None when no audio).
+        gap_s: how long the playback clock had run dry before this slice continued the same
+            response (an underrun at the source: the page hears a gap), seconds; 0 otherwise.
     """
 
     audio: np.ndarray
     captions: list[tuple[str, str]] = field(default_factory=list)
     first_of: list[str] = field(default_factory=list)
+    response_id: str | None = None
+    gap_s: float = 0.0
+
+
+def leading_quiet(audio: np.ndarray, rate_hz: int) -> int:
+    """Samples of leading quiet to drop from a reply's first audio (see :data:`TRIM_RMS`)."""
+    w = max(1, rate_hz // 200)
+    head = audio[: int(TRIM_MAX_S * rate_hz)]
+    m = head.size // w
+    if not m:
+        return 0
+    loud = np.flatnonzero(np.sqrt(np.mean(np.square(head[: m * w].reshape(m, w)), axis=1)) > TRIM_RMS)
+    first = int(loud[0]) * w if loud.size else m * w
+    return max(0, min(first - int(TRIM_KEEP_S * rate_hz), audio.size - 1))
 
 
 class Playback:
     """A backlog of assistant audio segments, released in real time.
+
+    A reply's leading quiet is trimmed (:func:`leading_quiet`); it still counts as played in
+    :attr:`played_ms`, which stays on the session's timeline of the reply's audio.
 
     Args:
         rate_hz: sample rate of the audio pushed and popped.
@@ -71,6 +102,10 @@ class Playback:
     def push(self, response_id: str, audio: np.ndarray, text: str = "") -> None:
         """Queue one audio delta (and the caption text it speaks, if already known)."""
         a = np.asarray(audio, dtype=np.float32).reshape(-1)
+        if response_id not in self.played_ms and not any(s.response_id == response_id for s in self._segments):
+            cut = leading_quiet(a, self.rate_hz)
+            a = a[cut:]
+            self.played_ms[response_id] = cut * 1000.0 / self.rate_hz
         self._segments.append(_Segment(response_id, a, text))
 
     def attach_text(self, response_id: str, text: str) -> str | None:
@@ -118,6 +153,7 @@ class Playback:
         if not self._segments or self.next_due(now) > 0:
             return None
         out = Released(np.zeros(0, np.float32))
+        prev = self._last_released
         pieces: list[np.ndarray] = []
         need = self._slice
         while need > 0 and self._segments:
@@ -133,6 +169,8 @@ class Playback:
             seg.pos += take.size
             need -= take.size
             if take.size:
+                if not pieces:
+                    out.response_id = seg.response_id
                 pieces.append(take)
                 self._last_released = seg.response_id
                 self.played_ms[seg.response_id] = self.played_ms.get(seg.response_id, 0.0) + \
@@ -143,6 +181,8 @@ class Playback:
                     continue
         if pieces:
             out.audio = np.concatenate(pieces)
+            if out.response_id == prev and out.response_id not in out.first_of and 0.0 < self._play_end < now:
+                out.gap_s = now - self._play_end
             self._play_end = max(self._play_end, now) + out.audio.size / self.rate_hz
         return out
 

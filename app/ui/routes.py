@@ -5,6 +5,8 @@ messages to handlers, so control goes over plain HTTP).
   (``barge_in``) and drop queued speech at once.
 * ``GET /webrtc/state/{webrtc_id}``: captions, metrics, status of one conversation (what the
   page shows; headless ``/webrtc/offer`` clients poll this instead of Gradio's output stream).
+* ``GET /webrtc/trace/{webrtc_id}``: the handler's timing marks (:mod:`app.ui.trace`); only when
+  the server runs with ``OMNI_PAGE_TRACE=1`` (the benchmark), absent otherwise.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from app.ui import trace as page_trace
 from app.ui.handler import HandlerRegistry
 
 
@@ -46,5 +49,13 @@ def install_routes(app: FastAPI, registry: HandlerRegistry) -> None:
         if h is None:
             return _not_found(webrtc_id)
         return h.state()
+
+    if page_trace.enabled():
+        @router.get("/trace/{webrtc_id}")
+        async def trace(webrtc_id: str) -> Any:
+            h = registry.get(webrtc_id)
+            if h is None or h.trace is None:
+                return _not_found(webrtc_id)
+            return h.trace.snapshot()
 
     app.include_router(router)

@@ -34,12 +34,12 @@
   const cfg = window.__omniConfig || {};
   S.ducks = S.ducks || [];
 
-  const POLL_MS = 20;          // analysis period
+  const POLL_MS = 10;          // analysis period
   const WINDOW = 256;          // analyser window, samples (~5 ms at 48 kHz): polls do not overlap
   const MIN_DB = -45;          // mic level (dBFS RMS) below this is never speech
   const ABOVE_FLOOR_DB = 15;   // ... nor is anything less than this far above the noise floor
-  const FLOOR_POLLS = 150;     // noise floor = quietest poll of the last 3 s (steady noise is floor)
-  const ONSET_POLLS = 4;       // consecutive loud polls needed (60 ms apart): clicks do not count
+  const FLOOR_POLLS = 300;     // noise floor = quietest poll of the last 3 s (steady noise is floor)
+  const ONSET_POLLS = 5;       // consecutive loud polls needed (40 ms from first to last): clicks do not count
   const QUIET_MS = 500;        // mic quiet this long -> unmute
   const MAX_MUTE_MS = 1500;    // unmute anyway after this (the server has flushed by then, if ever)
   const PLAYING_RMS = 0.005;   // assistant audio above this (RMS, ~-46 dBFS) ...
@@ -144,6 +144,11 @@
       if (remote[i].track.readyState === "ended") release(remote.splice(i, 1)[0]);
     }
     if (mic && mic.track.readyState === "ended") { release(mic); mic = null; }
+    if (!mic && !remote.length && !ducked && !checking) {  // nothing live: stop polling until the next call
+      clearInterval(timer);
+      timer = null;
+      return;
+    }
     let playedDb = -100;
     for (const r of remote) {
       if (r.track.readyState !== "live" || !r.track.enabled) continue;
