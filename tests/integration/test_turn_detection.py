@@ -4,6 +4,7 @@ depend on the pacing; a wrong end of turn is taken back and the whole utterance 
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from pathlib import Path
 
@@ -128,14 +129,15 @@ async def test_an_unknown_detector_for_the_family_stops_start_up(deploy_config, 
 async def test_playback_acks_of_a_response_still_playing_are_answered(server, question_wav):
     """Clients (vLLM-Omni's evaluation runner among them) ack playback while a response streams."""
     async with DuplexClient(server.ws_url) as c:
-        pcm = silence(0.3) + wav_pcm16(question_wav) + silence(0.5)
-        await c.stream_pcm(pcm, chunk_ms=100, realtime=True)
-        delta = await c.wait_for("response.output_audio.delta", timeout_s=30)
+        pcm = silence(0.3) + wav_pcm16(question_wav) + silence(4.0)
+        streaming = asyncio.create_task(c.stream_pcm(pcm, chunk_ms=100, realtime=True))
+        delta = await c.wait_for("response.output_audio.delta", timeout_s=30, after_index=0)
         rid = delta["response_id"]
-        if not any(e["type"] == "response.done" and e["response_id"] == rid for e in c.collector.events):
-            mark = len(c.collector.events)
-            await c.ack_playback(rid, played_ms=100)
-            ack = await c.wait_for(lambda e: e["type"] in ("playback.acknowledged", "error"), timeout_s=10,
-                                   after_index=mark)
-            assert ack["type"] == "playback.acknowledged" and ack["response_id"] == rid, ack
+        mark = len(c.collector.events)
+        await c.ack_playback(rid, played_ms=100)  # its first audio just arrived: it is still playing
+        ack = await c.wait_for(lambda e: e["type"] in ("playback.acknowledged", "error"), timeout_s=10,
+                               after_index=mark, raise_on_error=False)
+        streaming.cancel()
+        assert ack["type"] == "playback.acknowledged" and ack["response_id"] == rid, ack
+        assert not any(e["type"] == "response.done" and e["response_id"] == rid for e in c.collector.events[:mark])
         await c.close()
