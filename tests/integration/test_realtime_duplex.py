@@ -380,7 +380,8 @@ async def test_meaningful_overlap_is_answered_after_the_reply_and_a_backchannel_
     """Words said over a reply that does not end for them (no soft interrupt: barge_in_ms is huge
     here) are answered after it when they hold >= overlap_short_ack_ms of speech; a short
     "Yes." is acknowledged (speech_stopped) and dropped."""
-    srv = make_server(turn_policy={"barge_in_ms": 60_000})
+    # the silence timer: the question said over the reply must end while the reply still plays
+    srv = make_server(turn_policy={"barge_in_ms": 60_000, "detector": "silence", "resume_window_ms": 0})
     story = espeak_wav("Tell me a story about a cat and a dog.", speech_dir / "story.wav", lead_s=0.3)
     two = espeak_wav("What is two plus two?", speech_dir / "two_bare.wav")
     yes = espeak_wav("Yes.", speech_dir / "yes_bare.wav")
