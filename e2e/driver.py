@@ -148,30 +148,42 @@ class OmniPage:
 
     # -- navigation and controls ----------------------------------------------------
     def open(self) -> OmniPage:
-        """Load the page and wait for Gradio to render the controls."""
+        """Load the page and wait until its call bar is ready (``window.__omni.ready``)."""
         self.page.goto(self.base_url + "/", wait_until="networkidle")
-        self.page.wait_for_selector("#webrtc-av", timeout=30_000)
+        self.page.wait_for_selector("#webrtc-av", state="attached", timeout=30_000)
+        self.page.wait_for_function("() => window.__omni && window.__omni.ready", timeout=30_000)
         return self
 
+    def set_camera(self, on: bool) -> None:
+        """Set the camera switch beside Start (``data-testid="camera-toggle"``)."""
+        box = self.page.locator("[data-testid='camera-toggle']")
+        if box.is_checked() != on:
+            box.click()
+
     def start(self, *, camera: bool) -> None:
-        """Press Start on the camera+mic or the mic-only component (granting the devices first if asked)."""
-        comp = "#webrtc-av" if camera else "#webrtc-audio"
-        if not camera and not self.page.is_visible(comp):
-            self.page.click("#camera-mode label:has-text('Mic only')")
-            self.page.wait_for_selector(comp, state="visible")
-        access = self.page.query_selector(f"{comp} button:has-text('Click to Access')")
-        if access is not None:
-            access.click()
-        self.page.click(f"{comp} button[aria-label='start stream']", timeout=20_000)
+        """Press Start (``data-testid="start"``) with the camera switch on or off."""
+        self.set_camera(camera)
+        self.page.click("[data-testid='start'][data-mode='start']", timeout=20_000)
 
     def stop(self) -> None:
-        """Press Stop on whichever component is streaming."""
-        for sel in ("#webrtc-av", "#webrtc-audio"):
-            btn = self.page.query_selector(f"{sel} button[aria-label='stop stream']") or \
-                self.page.query_selector(f"{sel} button:has-text('Stop')")
-            if btn is not None and btn.is_visible():
-                btn.click()
-                return
+        """Press Stop (the same control), if a call is live or connecting."""
+        btn = self.page.query_selector("[data-testid='start'][data-mode='stop']")
+        if btn is not None:
+            btn.click()
+
+    def call_state(self) -> str:
+        """The page's conversation state (``data-testid="state"`` ``data-state``)."""
+        return self.page.get_attribute("[data-testid='state']", "data-state") or ""
+
+    def phases(self) -> list[str]:
+        """Every state the page has shown so far, in order."""
+        return self.page.evaluate("() => (window.__omni.phases || []).map((p) => p.phase)")
+
+    def open_settings(self) -> None:
+        """Open the settings drawer (closed by default)."""
+        if not self.page.is_visible("#instructions"):
+            self.page.click("#settings button, #settings .label-wrap")
+            self.page.wait_for_selector("#instructions", state="visible")
 
     def screenshot(self, path: Path) -> Path:
         """Full-page screenshot."""
