@@ -127,7 +127,7 @@ class OmniPage:
     def __init__(self, browser: Any, base_url: str, *, scripted_mic: bool = False, block_external: bool = True,
                  context_kwargs: dict[str, Any] | None = None, echo: dict[str, float] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self.context = browser.new_context(viewport={"width": 1280, "height": 1100}, **(context_kwargs or {}))
+        self.context = browser.new_context(**{"viewport": {"width": 1280, "height": 1100}, **(context_kwargs or {})})
         self.page = self.context.new_page()
         self.external: list[str] = []
         self.console_errors: list[str] = []
@@ -189,6 +189,12 @@ class OmniPage:
         """Full-page screenshot."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def screenshot_viewport(self, path: Path) -> Path:
+        """Screenshot of what is visible (the viewport, as a user sees it)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(path))
         return path
 
     def close(self) -> None:

@@ -160,6 +160,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         self._barge_in_s = float(engine.config.turn_policy.barge_in_ms) / 1000.0
         self._bg_rgb = np.zeros((240, 320, 3), np.uint8)
         self._faults = 0
+        self._configured = False  # the session got its session.update (mic audio waits until then)
         self._phase_sent: tuple[Any, ...] | None = None
         self.trace: page_trace.PageTrace | None = page_trace.PageTrace() if page_trace.enabled() else None
         """Timing marks for the benchmark (``OMNI_PAGE_TRACE=1`` only; see :mod:`app.ui.trace`)."""
@@ -208,6 +209,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             self._close_session()
             return
         self.session.submit(C.SessionUpdate(type="session.update", session=update))
+        self._configured = True
         if self.trace is not None:
             page_trace.register(self.session.id, self.trace)
             page_trace.probe_pipeline(getattr(self.engine, "pipeline", None))
@@ -297,7 +299,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         if y.size:
             self._inbuf.append(y)
             self._inbuf_n += y.size
-        if self.session is None:
+        if self.session is None or not self._configured:  # (appends before session.update are refused)
             keep = int(PRE_SESSION_KEEP_S * INPUT_SAMPLE_RATE_HZ)
             while self._inbuf and self._inbuf_n - self._inbuf[0].size >= keep:
                 self._inbuf_n -= self._inbuf.pop(0).size
@@ -401,12 +403,9 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             self.view.touch()
         self._send_phase()
 
-    def _phase_key(self) -> tuple[Any, ...]:
-        return (self.view.phase, getattr(self.session, "id", None))
-
     def _send_phase(self) -> None:  # (resumed: a reconnect opens a new session; the page says so)
-        key = self._phase_key()
-        if key != self._phase_sent and self.page_outputs and self._tell_page(
+        key = (self.view.phase, getattr(self.session, "id", None))
+        if key != self._phase_sent and key[0] != "idle" and self.page_outputs and self._tell_page(
                 {"type": "omni_phase", "phase": key[0], "session_id": key[1], "resumed": False}):
             self._phase_sent = key
 

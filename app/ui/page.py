@@ -80,11 +80,11 @@ CALL_BAR = """
     <span data-i18n="camera">Camera</span></label>
   <button type="button" id="omni-mute" data-testid="mute" class="omni-secondary" aria-pressed="false" hidden>
     <span data-i18n="mute">Mute mic</span></button>
-  <button type="button" id="omni-interrupt" data-testid="interrupt" class="omni-interrupt" hidden>
-    <span data-i18n="interrupt">Interrupt: stop the reply, listen to me</span></button>
   <div id="omni-state" data-testid="state" data-state="idle" class="omni-state" role="status" aria-live="polite">
     <span class="omni-state-dot" aria-hidden="true"></span><span id="omni-state-word" class="omni-state-word"
       data-i18n="state_idle">Ready</span></div>
+  <button type="button" id="omni-interrupt" data-testid="interrupt" class="omni-interrupt" hidden>
+    <span data-i18n="interrupt">Interrupt: stop the reply, listen to me</span></button>
   <div class="omni-meters">
     <div class="omni-meter-row"><span class="omni-meter-label" id="omni-mic-label" data-i18n="mic_level">You</span>
       <div class="omni-meter" id="omni-mic-meter" data-testid="mic-meter" role="meter" aria-labelledby="omni-mic-label"
@@ -133,7 +133,9 @@ def default_settings(config: Any) -> UISettings:
 
 
 def _theme() -> gr.themes.Base:
-    return gr.themes.Default(font=["system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
+    # (Gradio's subdued grey, #bbbbc2 on white, is 1.9:1: below WCAG AA; axe-core checks it)
+    return gr.themes.Default(font=["system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"]).set(
+        body_text_color_subdued="#4b5563", block_info_text_color="#4b5563")
 
 
 def _webrtc(modality: str, *, elem_id: str, label: str) -> WebRTC:

@@ -31,7 +31,7 @@ class CaptionLine:
 class ConversationView:
     """Mutable view state of one conversation (owned by its handler)."""
 
-    status: str = "Press the button to start talking."
+    status: str = "Press Start to talk."
     level: str = "info"  # info | ok | warn | error
     lines: list[CaptionLine] = field(default_factory=list)
     first_audio_ms: float | None = None

@@ -16,7 +16,6 @@
 //    (a 401 from this server: a key field; the key goes out as `Authorization: Bearer`).
 //  * Devices (mic / camera / speaker), assistant volume, camera switch: remembered in localStorage.
 //  * Texts in English or Simplified Chinese from the browser language (elements with data-i18n).
-//  * Offline: an `Audio` whose source is on another host (FastRTC's "pop" sound) gets no source.
 //  * A second click on FastRTC's start button while it is still connecting is ignored (it would
 //    open a second connection); closing the page closes its WebRTC connections (pagehide).
 //  * window.__omni: {webrtcId, alerts, phases, gumAt, ignoredClicks, lang, levels} for tests.
@@ -45,7 +44,7 @@
       missing: "No usable microphone or camera was found. Connect one (or switch Camera off) and press Start again.",
       busy: "The microphone or camera is in use by another application. Close it, then press Start again.",
       insecure: "This browser allows the microphone only on https:// or localhost pages. Open the page that way.",
-      full: "The server is busy: all {slots} conversation slot(s) are in use. Try again in {s} s.",
+      full: "The server is full: all {slots} conversation slot(s) are in use. Try again in {s} s.",
       full_now: "The server was busy. Press Start to try again.",
       lost: "The connection was lost. Reconnecting… (attempt {n})",
       lost_gave_up: "The connection was lost and could not be restored. Check the network, then press Start.",
@@ -69,7 +68,7 @@
       missing: "没有找到可用的麦克风或摄像头。请连接设备（或关闭“摄像头”），然后再按“开始”。",
       busy: "麦克风或摄像头正被其他应用占用。请关闭该应用，然后再按“开始”。",
       insecure: "浏览器只允许 https:// 或 localhost 页面使用麦克风。请用这种方式打开本页。",
-      full: "服务器繁忙：全部 {slots} 个对话名额都在使用中。请在 {s} 秒后重试。",
+      full: "服务器已满：全部 {slots} 个对话名额都在使用中。请在 {s} 秒后重试。",
       full_now: "服务器刚才繁忙。请按“开始”重试。",
       lost: "连接已断开，正在重新连接…（第 {n} 次）",
       lost_gave_up: "连接已断开且无法恢复。请检查网络，然后按“开始”。",
@@ -129,7 +128,7 @@
   let countdown = null;
   function setState(name) {
     const el = $("omni-state");
-    S.phases.push({ phase: name, t: performance.now(), why: name === "idle" ? String(new Error().stack).split("\n").slice(2, 4).join("|") : undefined });
+    S.phases.push({ phase: name, t: performance.now() });
     if (el) {
       el.dataset.state = name;
       const w = $("omni-state-word");
@@ -185,8 +184,15 @@
     if (!root) { call = "idle"; setState("error"); banner(t("failed")); return; }
     const access = [...root.querySelectorAll("button")].find((x) => /Click to Access/.test(x.textContent));
     if (access) access.click();
-    const go = await waitFor(() => root.querySelector("button[aria-label='start stream']"), 15000);
+    const button = () => root.querySelector("button[aria-label='start stream']");
+    let go = await waitFor(button, 15000);
     if (call !== "connecting") return;  // gUM failed (denied) meanwhile
+    // FastRTC's one button toggles: after a connection dropped under it, it may still be "open"
+    // (it shows Stop); pressing it then stops, so press it once to reset, then start
+    if (go && /Stop/.test(go.textContent)) {
+      go.click();
+      go = await waitFor(() => { const x = button(); return x && !/Stop/.test(x.textContent) && x; }, 5000);
+    }
     if (!go) { call = "idle"; setState("error"); banner(t("failed")); return; }
     go.click();
   }
@@ -230,6 +236,7 @@
   if (md && md.getUserMedia) {
     const orig = md.getUserMedia.bind(md);
     md.getUserMedia = async function (constraints) {
+      S.gumAsked = (S.gumAsked || []).concat([{ audio: !!(constraints && constraints.audio), video: !!(constraints && constraints.video) }]);
       try {
         const stream = await orig(withDevices(constraints));
         if (S.gumAt === undefined) S.gumAt = performance.now();
@@ -358,8 +365,6 @@
     setState("connecting");
     S.reconnects = (S.reconnects || 0) + 1;
     await sleep(500 * reconnects);
-    const root = comp(activeCamera);
-    await waitFor(() => root && root.querySelector("button[aria-label='start stream']"), 10000);
     if (userStopped) return;
     call = "idle";
     await startCall();
@@ -439,17 +444,6 @@
     setState("idle");
   }
 
-  // ------------------------------------------------------------------ offline: FastRTC's outside sound
-  if (window.Audio) {
-    const OrigAudio = window.Audio;
-    const Patched = function (src) {
-      const outside = typeof src === "string" && /^https?:/i.test(src) && !src.startsWith(location.origin);
-      return outside ? new OrigAudio() : src === undefined ? new OrigAudio() : new OrigAudio(src);
-    };
-    Patched.prototype = OrigAudio.prototype;
-    window.Audio = Patched;
-  }
-
   // ------------------------------------------------------------------ wiring
   document.addEventListener("click", (ev) => {
     const el = ev.target && ev.target.closest ? ev.target : null;
@@ -505,6 +499,10 @@
         translate();
         const c = document.querySelector("#captions-box .captions");
         if (c) c.scrollTop = c.scrollHeight;
+        // Gradio's tabs keep an aria-hidden copy of the tab buttons for measuring: take it out of the tab order
+        for (const x of document.querySelectorAll(".tab-container.visually-hidden[aria-hidden='true']:not([inert])")) x.inert = true;
+        // Gradio's empty-upload placeholder carries an aria-label on a plain div (not allowed without a role)
+        for (const x of document.querySelectorAll("div.empty[aria-label]:not([role])")) x.setAttribute("role", "img");
         for (const x of document.querySelectorAll("#webrtc-av button, #webrtc-audio button")) {
           if (!x.hidden && /Click to Access/.test(x.textContent)) { x.hidden = true; x.tabIndex = -1; }  // Start does it
         }
