@@ -130,6 +130,7 @@ class OmniPage:
         self.context = browser.new_context(**{"viewport": {"width": 1280, "height": 1100}, **(context_kwargs or {})})
         self.page = self.context.new_page()
         self.external: list[str] = []
+        self.legacy = False
         self.console_errors: list[str] = []
         if block_external:
             self.page.route("**/*", self._route)
@@ -148,11 +149,35 @@ class OmniPage:
 
     # -- navigation and controls ----------------------------------------------------
     def open(self) -> OmniPage:
-        """Load the page and wait until its call bar is ready (``window.__omni.ready``)."""
+        """Load the page and wait until its call bar is ready (``window.__omni.ready``).
+
+        A page from before the call bar (``benchmarks/bench_browser.py --baseline-tree`` of an
+        older checkout) is driven through FastRTC's own buttons (:attr:`legacy`).
+        """
         self.page.goto(self.base_url + "/", wait_until="networkidle")
         self.page.wait_for_selector("#webrtc-av", state="attached", timeout=30_000)
-        self.page.wait_for_function("() => window.__omni && window.__omni.ready", timeout=30_000)
+        self.legacy = self.page.query_selector("[data-testid='start']") is None
+        if not self.legacy:
+            self.page.wait_for_function("() => window.__omni && window.__omni.ready", timeout=30_000)
         return self
+
+    def _legacy_start(self, camera: bool) -> None:
+        comp = "#webrtc-av" if camera else "#webrtc-audio"
+        if not camera and not self.page.is_visible(comp):
+            self.page.click("#camera-mode label:has-text('Mic only')")
+            self.page.wait_for_selector(comp, state="visible")
+        access = self.page.query_selector(f"{comp} button:has-text('Click to Access')")
+        if access is not None:
+            access.click()
+        self.page.click(f"{comp} button[aria-label='start stream']", timeout=20_000)
+
+    def _legacy_stop(self) -> None:
+        for sel in ("#webrtc-av", "#webrtc-audio"):
+            btn = self.page.query_selector(f"{sel} button[aria-label='stop stream']") or \
+                self.page.query_selector(f"{sel} button:has-text('Stop')")
+            if btn is not None and btn.is_visible():
+                btn.click()
+                return
 
     def set_camera(self, on: bool) -> None:
         """Set the camera switch beside Start (``data-testid="camera-toggle"``)."""
@@ -162,11 +187,17 @@ class OmniPage:
 
     def start(self, *, camera: bool) -> None:
         """Press Start (``data-testid="start"``) with the camera switch on or off."""
+        if self.legacy:
+            self._legacy_start(camera)
+            return
         self.set_camera(camera)
         self.page.click("[data-testid='start'][data-mode='start']", timeout=20_000)
 
     def stop(self) -> None:
         """Press Stop (the same control), if a call is live or connecting."""
+        if self.legacy:
+            self._legacy_stop()
+            return
         btn = self.page.query_selector("[data-testid='start'][data-mode='stop']")
         if btn is not None:
             btn.click()

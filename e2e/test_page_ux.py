@@ -121,9 +121,16 @@ def test_every_state_and_the_transcript_after_a_barge_in(idle_server, pw, clips,
         _wait_state(tab, "interrupted", 10)
         tab.screenshot_viewport(artifacts / "ux_state_interrupted.png")
         answer = tab.wait_caption("assistant", lambda c: "4" in c or "four" in c.lower(), 60)
-        seq = tab.phases()
+
+        def answered_aloud() -> list[str] | None:
+            seq = tab.phases()
+            return seq if "speaking" in seq[seq.index("interrupted"):] else None
+        try:
+            seq = wait_until(answered_aloud, 30, what="speaking after the interruption")
+        except TimeoutError:
+            print(json.dumps(tab.page.evaluate("() => window.__omni.phases"), indent=0), tab.captions())
+            raise
         i = seq.index("interrupted")
-        assert "speaking" in seq[i:], seq  # the new question was answered aloud
         assert [s for s in STATES if s not in seq] == [], seq
         # the order of the first turn, as the session's events came
         first = [s for s in seq[:i + 1] if s in STATES]
@@ -259,6 +266,11 @@ def test_page_is_offline_fast_and_accessible(idle_server, pw, artifacts):
         assert idle == [], json.dumps(idle, indent=1)
         tab.start(camera=True)
         _wait_state(tab, "listening", 30)
+        # the preview shows the frame the model was given with the last unit (served by this server)
+        wait_until(lambda: tab.page.evaluate(
+            "() => { const i = document.querySelector(\"[data-testid='unit-base']\"); return i && i.naturalWidth > 0; }"),
+            15, what="the unit preview")
+        assert tab.page.is_visible("[data-testid='unit-preview']")
         tab.open_settings()
         live = _axe(tab)
         tab.screenshot(artifacts / "ux_settings_open.png")

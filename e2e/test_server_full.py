@@ -51,7 +51,7 @@ def test_second_browser_is_told_the_server_is_full(one_slot_server, pw, silent_m
         b.start(camera=False)
         state = b.wait_session(30)
         assert state["session_id"]
-        assert not b.page.locator("#omni-alert").is_visible()
+        assert not b.page.locator("#omni-alert").is_visible(), b.page.evaluate("() => window.__omni.alerts")
         b.stop()
     finally:
         first.close()

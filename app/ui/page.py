@@ -104,6 +104,22 @@ CALL_BAR = """
 """The call controls (driven by ``assets/page.js``): Start/Stop, camera switch, mute, interrupt,
 the conversation state, level meters, the message banner and the access-key field."""
 
+UNIT_PREVIEW = """
+<div id="omni-unit" class="omni-unit" data-testid="unit-preview" hidden>
+  <h2 class="panel-title" data-i18n="unit_title">What the model was given this unit</h2>
+  <div class="omni-unit-row">
+    <figure><img id="omni-unit-base" data-testid="unit-base" alt="Camera frame the model was given"
+      data-i18n-alt="unit_base"><figcaption data-i18n="unit_base">Base frame</figcaption></figure>
+    <figure id="omni-unit-stack-fig" hidden><img id="omni-unit-stack" data-testid="unit-stack"
+      alt="Stacked frames the model was given"><figcaption data-i18n="unit_stack">Stacked frames</figcaption></figure>
+  </div>
+  <p class="omni-unit-read"><span data-i18n="unit_read">Text it read:</span>
+    <span id="omni-unit-text" data-testid="unit-text">–</span></p>
+</div>
+"""
+"""The unit preview: the base frame and stacked composite of the last unit
+(``GET /webrtc/unit/{id}/{i}.jpg``) and the camera text the model read; refreshed by ``page.js``."""
+
 DEVICES = """
 <div class="omni-devices" data-testid="devices">
   <label><span data-i18n="microphone">Microphone</span>
@@ -199,8 +215,7 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
                             rtc_av = _webrtc("audio-video", elem_id="webrtc-av", label="What the model sees")
                         with gr.Column(elem_id="audio-wrap", elem_classes=["omni-hidden"]):
                             rtc_a = _webrtc("audio", elem_id="webrtc-audio", label="Conversation (mic only)")
-                        gr.HTML('<div id="omni-unit" class="omni-unit" data-testid="unit-preview" hidden></div>',
-                                elem_id="unit-box", padding=False)
+                        gr.HTML(UNIT_PREVIEW, elem_id="unit-box", padding=False)
                         metrics = gr.HTML(render_metrics(empty), elem_id="metrics-box", padding=False)
                 with gr.Accordion("Settings", open=False, elem_id="settings"):
                     instructions = gr.Textbox(value=defaults.instructions, label="Instructions (system prompt)",

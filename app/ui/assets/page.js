@@ -53,6 +53,8 @@
       key: "This server needs an access key. Enter it below and press Start.",
       key_wrong: "The access key was not accepted. Check it and press Start again.",
       failed: "Could not connect to the server. Press Start to try again.",
+      unit_title: "What the model was given this unit", unit_base: "Base frame", unit_stack: "Stacked frames",
+      unit_read: "Text it read:",
     },
     zh: {
       start: "开始", stop: "停止", connecting: "正在连接…", retry: "重试", camera: "摄像头",
@@ -77,6 +79,7 @@
       key: "此服务器需要访问密钥。请在下方输入后按“开始”。",
       key_wrong: "访问密钥未被接受。请检查后再按“开始”。",
       failed: "无法连接到服务器。请按“开始”重试。",
+      unit_title: "本单元交给模型的画面", unit_base: "基础帧", unit_stack: "叠加帧", unit_read: "模型读到的文字：",
     },
   };
   const langs = (navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language || "en"]);
@@ -208,7 +211,7 @@
     setState("idle");
   }
   function ended() {
-    call = "idle"; micTracks.length = 0; stopMeters(); muted = false; syncMute();
+    call = "idle"; currentPc = null; micTracks.length = 0; stopMeters(); stopUnits(); muted = false; syncMute();
   }
   S.startCall = startCall;
   S.stopCall = stopCall;
@@ -310,6 +313,29 @@
     S.levels = {}; drawMeters();
   }
 
+  // ------------------------------------------------------------------ unit preview (what the model was given)
+  let unitTimer = null;
+  function unitMs() { const c = $("omni-caps"); return Math.max(250, Number(c && c.dataset.unitMs) || 1000); }
+  function refreshUnit() {
+    const box = $("omni-unit");
+    if (!box || !S.webrtcId) return;
+    const base = "/webrtc/unit/" + encodeURIComponent(S.webrtcId) + "/";
+    const load = (img, i, fig) => {
+      const probe = new Image();
+      probe.onload = () => { img.src = probe.src; if (fig) fig.hidden = false; box.hidden = false; };
+      probe.onerror = () => { if (fig) fig.hidden = true; };
+      probe.src = base + i + ".jpg?u=" + Date.now();
+    };
+    load($("omni-unit-base"), 0, null);
+    const stack = document.querySelector("#stack-frames input[type=number]");
+    if (stack && Number(stack.value) > 1) load($("omni-unit-stack"), 1, $("omni-unit-stack-fig"));
+    else $("omni-unit-stack-fig").hidden = true;
+    const seen = document.querySelector("[data-testid='metric-seen-text']");
+    setText($("omni-unit-text"), seen ? seen.textContent : "–");
+  }
+  function startUnits() { if (!unitTimer && activeCamera) unitTimer = setInterval(refreshUnit, unitMs()); }
+  function stopUnits() { if (unitTimer) { clearInterval(unitTimer); unitTimer = null; } }
+
   // ------------------------------------------------------------------ server messages, connection
   function clearCountdown() { if (countdown) { clearInterval(countdown); countdown = null; } }
   function serverFull(m) {
@@ -325,7 +351,8 @@
     }, 1000);
   }
   function onPhase(m) {
-    if (call !== "live") { call = "live"; startMeters(); }  // (also when FastRTC's own button started it)
+    if (m.phase === "error") { refused = true; ended(); setState("error"); return; }  // a refusal: the server closes the call
+    if (call !== "live") { call = "live"; startMeters(); startUnits(); }  // (also when FastRTC's own button started it)
     if (reconnecting) {
       reconnecting = false; reconnects = 0;
       banner(m.resumed || (lastSession && m.session_id === lastSession) ? t("same_conv") : t("new_conv"), "info");
@@ -342,7 +369,7 @@
     if (!m) return;
     if (m.type === "omni_phase") { onPhase(m); return; }
     if (m.type !== "error" && m.type !== "warning" && m.type !== "end_stream") return;
-    if (m.code === "server_full") { serverFull(m); setState("error"); return; }
+    if (m.code === "server_full") { serverFull(m); ended(); setState("error"); return; }
     const text = typeof m.message === "string" && m.message ? m.message : m.data;
     if (typeof text === "string" && text && text !== "Stream closed") {
       banner(text, m.type === "warning" ? "warn" : "error");
@@ -351,6 +378,7 @@
   }
   function connectionEnded(pc) {
     pcs.delete(pc);
+    if (pc !== currentPc) return;  // an old connection (stopped, refused or replaced) closing late
     if (userStopped || call === "idle" && !reconnecting) { if (!refused && call !== "idle") { ended(); setState("idle"); } return; }
     ended();
     if (refused) { setState("error"); return; }
@@ -372,6 +400,7 @@
   S.simulateLoss = () => { for (const pc of pcs) pc.dispatchEvent(new Event("omni-lost")); };
 
   const pcs = new Set();
+  let currentPc = null;  // the call's connection (FastRTC makes one per Start)
   if (window.RTCPeerConnection) {
     const origCDC = RTCPeerConnection.prototype.createDataChannel;
     RTCPeerConnection.prototype.createDataChannel = function () {
@@ -379,6 +408,7 @@
       const pc = this;
       if (!pcs.has(pc)) {
         pcs.add(pc);
+        currentPc = pc;
         let done = false;
         const end = () => { if (!done) { done = true; connectionEnded(pc); } };
         pc.addEventListener("connectionstatechange", () => {
