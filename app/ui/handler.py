@@ -161,7 +161,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         self._bg_rgb = np.zeros((240, 320, 3), np.uint8)
         self._faults = 0
         self._configured = False  # the session got its session.update (mic audio waits until then)
-        self._phase_sent: tuple[Any, ...] | None = None
+        self._phases: deque[str] = deque()  # phases the page has not been told yet, in order
         self.trace: page_trace.PageTrace | None = page_trace.PageTrace() if page_trace.enabled() else None
         """Timing marks for the benchmark (``OMNI_PAGE_TRACE=1`` only; see :mod:`app.ui.trace`)."""
 
@@ -223,7 +223,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         self._refused = message
         self._refused_at = time.monotonic()
         self.view.set_status(message, "error")
-        self.view.phase = "error"
+        self.set_phase("error")
         log.info("webrtc %s: refused: %s", self.webrtc_id, message)
         try:
             await self.send_message(json.dumps({"type": "error", "message": message, "data": message, "code": code,
@@ -372,7 +372,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                     self.trace.on_emit(rel, getattr(self._clear_queue, "__self__", None))  # (FastRTC's track)
             elif self.view.phase == "speaking" and not self.playback.is_playing(now):
                 self.set_phase("listening")  # the released speech has played out
-            self._send_phase()  # (a no-op unless a phase is still to be sent: no channel until now)
+            self._send_phases()  # (those that found no data channel yet)
             ui = self._ui_update(now)
             if rel is not None and rel.audio.size:
                 out = (OUTPUT_SAMPLE_RATE_HZ, rel.audio)
@@ -397,17 +397,18 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
 
     # ------------------------------------------------------------------ phase (page state)
     def set_phase(self, phase: str) -> None:
-        """Set the conversation phase and tell the page now (see the module docstring)."""
+        """Set the phase; the page is told as soon as the event loop is free (not before the audio
+        slice being released goes out: the first slice of a reply makes it "speaking")."""
         if phase != self.view.phase:
             self.view.phase = phase
             self.view.touch()
-        self._send_phase()
+            if self.page_outputs and (self._phases.append(phase) or len(self._phases) == 1):
+                asyncio.get_running_loop().call_soon(self._send_phases)
 
-    def _send_phase(self) -> None:  # (resumed: a reconnect opens a new session; the page says so)
-        key = (self.view.phase, getattr(self.session, "id", None))
-        if key != self._phase_sent and key[0] != "idle" and self.page_outputs and self._tell_page(
-                {"type": "omni_phase", "phase": key[0], "session_id": key[1], "resumed": False}):
-            self._phase_sent = key
+    def _send_phases(self) -> None:  # (resumed: a reconnect opens a new session; the page says so)
+        while self._phases and self._tell_page({"type": "omni_phase", "phase": self._phases[0], "resumed": False,
+                                                "session_id": getattr(self.session, "id", None)}):
+            self._phases.popleft()
 
     def _ui_update(self, now: float, *, force: bool = False) -> AdditionalOutputs | None:
         if not self.page_outputs or self.view.version == self._ui_version_sent:

@@ -183,13 +183,16 @@ async def test_handler_maps_events_to_playback_captions_and_flushes(engine):
     assert not h.playback.has_audio() and h.cleared >= 1
     assert any(isinstance(c, C.PlaybackAck) and c.truncate for c in s.cmds)
     assert h.view.lines[-1].interrupted
+    await asyncio.sleep(0)  # (phases go out once the event loop is free)
     msgs = [json.loads(m) for m in sent]
     flushes = [m for m in msgs if m["type"] == "flush"]
     assert flushes == [{"type": "flush", "response_ids": ["r1"]}]  # the page's barge-in
     # the page's state followed the events, each phase sent once, at the event
-    assert [m["phase"] for m in msgs if m["type"] == "omni_phase"] == ["thinking", "speaking", "interrupted"]
+    assert [m["phase"] for m in msgs if m["type"] == "omni_phase"] == ["listening", "thinking", "speaking",
+                                                                             "interrupted"]
     assert msgs.index(flushes[0]) < [m.get("phase") for m in msgs].index("interrupted")
     h.on_event(E.OutputAudioCleared(response_id="r1"))  # nothing left to cut: the page is not told again
+    await asyncio.sleep(0)
     assert len(sent) == len(msgs)
     # soft interrupt of a new response
     h.on_event(E.AudioDelta(response_id="r2", audio=np.full(RATE, 0.1, np.float32), sample_rate_hz=RATE))
