@@ -96,7 +96,12 @@ def test_duplex_session_defaults_match_vllm_omni() -> None:
 
 
 def test_section_defaults() -> None:
-    assert ServerConfig().model_dump() == {"host": "0.0.0.0", "port": 7860, "served_model_name": "tiny-omni"}
+    assert ServerConfig().model_dump() == {
+        "host": "0.0.0.0", "port": 7860, "served_model_name": "tiny-omni", "served_model_aliases": [],
+        "api_key": None, "public_page": False, "metrics_require_key": False, "ssl_keyfile": None,
+        "ssl_certfile": None, "ice_servers": []}
+    assert ServerConfig().api_keys == () and ServerConfig(api_key="k").api_keys == ("k",)
+    assert ServerConfig(api_key=["a", "b"]).api_keys == ("a", "b")
     lim = LimitsConfig()
     assert (lim.max_request_bytes, lim.max_image_bytes, lim.max_image_pixels) == (32 * MIB, 16 * MIB, 40_000_000)
     assert (lim.max_audio_seconds, lim.max_video_seconds, lim.max_video_frames, lim.max_messages) == (120, 60, 64, 64)
