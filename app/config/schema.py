@@ -499,7 +499,24 @@ class DeployConfig(BaseModel):
                 for edge, ref in (getattr(stage, attr) or {}).items():
                     if ref not in named:
                         raise ValueError(f"{where}.{attr}.{edge}: unknown connector {ref!r} (defined: {sorted(named)})")
+        self._check_gpu_memory()
         return self
+
+    def _check_gpu_memory(self) -> None:
+        """Per device, the stages' ``gpu_memory_utilization`` may not sum above 1.0 (a stage without
+        ``devices`` is on device 0, as CUDA_VISIBLE_DEVICES would give it)."""
+        per_device: dict[str, list[StageConfig]] = {}
+        for stage in self.stages:
+            if stage.gpu_memory_utilization is None:
+                continue
+            for dev in (stage.devices or "0").split(","):
+                per_device.setdefault(dev.strip(), []).append(stage)
+        for dev, stages in sorted(per_device.items()):
+            total = sum(s.gpu_memory_utilization or 0.0 for s in stages)
+            if total > 1.0 + 1e-9:
+                parts = " + ".join(f"stage {s.stage_id} ({s.name}) {s.gpu_memory_utilization:g}" for s in stages)
+                raise ValueError(f"stages: gpu_memory_utilization on device {dev} sums to {total:.2f} > 1.0: {parts}; "
+                                 "lower one of them or move a stage to another device")
 
     def stage(self, stage_id: int) -> StageConfig:
         """The stage with ``stage_id`` (0 Thinker, 1 Talker, 2 Code2Wav); ``KeyError`` if absent."""

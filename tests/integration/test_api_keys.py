@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 
 import httpx
 import pytest
@@ -195,3 +196,31 @@ def test_a_non_loopback_bind_without_a_key_warns(host, keys, warns):
     assert (msg is not None) is warns
     if warns:
         assert "--api-key" in msg and host in msg
+
+
+def test_keyless_limits_per_address_and_session_length(make_server):
+    srv = make_server(duplex_session={"max_sessions_per_client": 1, "max_session_s": 1.5, "reaper_interval_s": 0.2,
+                                      "idle_ttl_s": 60.0})
+    url = srv.ws_url + "/v1/realtime?duplex=1"
+
+    async def run() -> tuple[dict, list[dict], float, dict]:
+        async with websockets.connect(url) as a:
+            assert json.loads(await a.recv())["type"] == "session.created"
+            t0 = time.monotonic()
+            async with websockets.connect(url) as again:  # same address: over its share
+                refused = json.loads(await asyncio.wait_for(again.recv(), 10))
+            got = []
+            while not got or got[-1]["type"] not in ("session.expired", "session.closed"):
+                got.append(json.loads(await asyncio.wait_for(a.recv(), 10)))
+            took = time.monotonic() - t0
+        await asyncio.sleep(0.3)
+        later = await _ws_connect(url)  # the slot came back
+        return refused, got, took, later
+
+    refused, got, took, later = asyncio.run(run())
+    err = refused["error"]
+    assert err["code"] == "resource_exhausted" and err["limit_scope"] == "client" and err["retryable"] is True
+    assert 1000 <= err["retry_after_ms"] <= 2000  # when the held session reaches max_session_s (+ one reaper tick)
+    assert got[-1]["type"] == "session.expired" and got[-1]["reason"] == "max_session_length"
+    assert 1.3 < took < 4
+    assert later["type"] == "session.created"

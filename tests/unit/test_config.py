@@ -497,7 +497,6 @@ def test_remote_preset() -> None:
         ("minicpmo_4_5_8x4090.yaml", 1, "duplex"),
         ("minicpmo_4_5_3gpu_stage1_replicas.yaml", 4, "duplex"),
         ("minicpmo_4_5_4gpu_stage1_replicas.yaml", 4, "duplex"),
-        ("minicpmo_4_5_8x4090_stage1_replicas.yaml", 1, "duplex"),
         ("minicpmo_4_5_turn.yaml", 4, "turn"),
     ],
 )
@@ -505,6 +504,13 @@ def test_vllm_omni_yaml_loads(vllm_omni_deploy: Path, name: str, sessions: int, 
     cfg = load_deploy_config(vllm_omni_deploy / name)
     assert cfg.model_family == "vllm_omni" and cfg.pipeline == "minicpmo_4_5"
     assert cfg.duplex_session.max_sessions == sessions and cfg.session_mode == mode
+
+
+def test_vllm_omni_oversubscribed_experimental_profile_is_refused(vllm_omni_deploy: Path) -> None:
+    """vLLM-Omni's "experimental validation profile" puts a Talker replica (0.8) on GPU 5 beside the
+    base's Code2Wav (0.9): the per-device sum check refuses it, naming both stages."""
+    with pytest.raises(ConfigError, match=r"device 5 sums to 1\.70.*stage 1 \(talker\) 0\.8.*stage 2 \(code2wav\) 0\.9"):
+        load_deploy_config(vllm_omni_deploy / "minicpmo_4_5_8x4090_stage1_replicas.yaml")
 
 
 def test_vllm_omni_replica_overlay(vllm_omni_deploy: Path) -> None:

@@ -296,7 +296,9 @@ class RemoteEngine:
         """Whether a client's ``model`` names what this server serves (ours or the remote's names)."""
         if not name:
             return True
-        names = {self.config.server.served_model_name, self.config.model_family, self.remote_model, *self.remote_models}
+        srv = self.config.server
+        names = {srv.served_model_name, *srv.served_model_aliases, self.config.model_family, self.remote_model,
+                 *self.remote_models}
         return name in names
 
     # ------------------------------------------------------------------ chat
