@@ -532,7 +532,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         elif isinstance(ev, E.ResponseDone):
             if ev.status == "cancelled":
                 self.flush_output(ev.response_id)
-            elif ev.status == "completed" and ev.reason is None:
+            elif ev.status == "completed" and ev.reason in (None, "max_output_tokens"):
                 self._done_ok.add(ev.response_id)
                 v.turns += 1
                 v.touch()

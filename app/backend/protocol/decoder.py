@@ -310,6 +310,7 @@ def _playback_ack(o: dict[str, Any], kw: dict[str, Any]) -> E.ServerEvent:
         committed_ms=_num(ev.get("committed_ms")),
         truncate=ev.get("truncate") is True,
         history_committed=_str(ev.get("history_committed")),
+        delivered_ms=_num(ev["delivered_ms"]) if ev.get("clamped") is True and "delivered_ms" in ev else None,
     )
 
 
