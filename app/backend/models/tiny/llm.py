@@ -41,7 +41,12 @@ from app.backend.models.tiny.cache import (
     ensure_generated,
 )
 from app.backend.models.tiny.runtime import DEFAULT_THREADS
-from app.backend.pipeline.stages import GeneratedReply, SamplingParams, ThinkerPrompt, Turn
+from app.backend.pipeline.stages import (
+    GeneratedReply,
+    SamplingParams,
+    ThinkerPrompt,
+    Turn,
+)
 from app.backend.turns.text_cues import DANGLING_WORDS
 
 CACHE_SUBDIR: Final[str] = "gemma3-270m"
