@@ -224,3 +224,19 @@ def test_keyless_limits_per_address_and_session_length(make_server):
     assert got[-1]["type"] == "session.expired" and got[-1]["reason"] == "max_session_length"
     assert 1.3 < took < 4
     assert later["type"] == "session.created"
+
+
+def test_realtime_demo_takes_the_key_and_says_when_it_is_refused(keyed, question_wav, tmp_path, capsys, monkeypatch):
+    from app.client.demo import main_realtime_demo
+
+    argv = ["--url", keyed.base_url, "--input-wav", str(question_wav), "--no-realtime-pacing"]
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OMNI_API_KEY", "")
+    assert main_realtime_demo([*argv, "--output-dir", str(tmp_path / "none")]) == 1
+    refused = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert refused["protocol_ok"] is False and "401" in refused["reason"]
+    monkeypatch.setenv("OMNI_API_KEY", f"{KEYS[1]},{KEYS[0]}")  # (the first one is used)
+    assert main_realtime_demo([*argv, "--output-dir", str(tmp_path / "keyed")]) == 0
+    ok = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert ok["ok"] is True and ok["protocol_ok"] is True and ok["reason"] is None
+    assert "paris" in ok["transcript"].lower()
