@@ -1,4 +1,4 @@
-"""(k) A keyed server protects the page: Chromium is sent to /login, a wrong key is refused, the
+"""(k) A keyed server protects the page, and public-demo limits hold for it: Chromium is sent to /login, a wrong key is refused, the
 right one (typed once) opens the page, whose Gradio calls and WebRTC offer then pass with the
 login cookie; with ``server.public_page`` the page opens without a key while ``/v1`` stays keyed."""
 
@@ -61,3 +61,22 @@ def test_public_page_opens_without_a_key_but_the_api_stays_keyed(make_server, pw
         wait_until(lambda: "tiny" in tab.text("#model-info"), 20, what="the model line")
     finally:
         browser.close()
+
+
+def test_the_page_counts_against_the_per_client_session_limit(make_server, pw, silent_mic):  # noqa: F811
+    srv = make_server(host="0.0.0.0", with_ui=True, duplex_session={"max_sessions_per_client": 1, "max_sessions": 4})
+    first, second = launch(pw, audio=silent_mic), launch(pw, audio=silent_mic)
+    try:
+        a = OmniPage(first, srv.base_url).open()
+        a.start(camera=False)
+        wait_until(lambda: "Listening" in a.text("#status-box") and srv.engine.sessions.active == 1, 30,
+                   what="the first conversation")
+        b = OmniPage(second, srv.base_url).open()  # same client address: over its share
+        b.start(camera=False)
+        alert = wait_until(lambda: (t := b.text("#omni-alert")) and "already have" in t and t, 30,
+                           what="the per-client refusal")
+        assert "1 conversation" in alert and srv.engine.sessions.active == 1
+        a.stop()
+    finally:
+        first.close()
+        second.close()

@@ -31,6 +31,7 @@ import ipaddress
 import logging
 import re
 import secrets
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -52,6 +53,11 @@ ALWAYS_OPEN = frozenset({"/health", LOGIN_PATH, LOGOUT_PATH})
 
 PRINCIPAL = "omni.principal"
 """ASGI scope key of who asked (``key-N`` or the client address)."""
+
+current_principal: ContextVar[str | None] = ContextVar("omni_principal", default=None)
+"""Who asked, for code that runs in the request's context but sees no scope: the page's WebRTC
+handler opens its session from tasks started while the offer request is served (they inherit
+this variable), so the page's sessions count against ``max_sessions_per_client`` too."""
 
 _MAX_LOGIN_BODY = 4096
 
@@ -156,6 +162,7 @@ class ApiKeyMiddleware:
         client = scope.get("client") or ("unknown", 0)
         if self.ring is None:
             scope[PRINCIPAL] = f"addr-{client[0]}"
+            current_principal.set(scope[PRINCIPAL])
             await self.app(scope, receive, send)
             return
         path = scope["path"]
@@ -168,6 +175,7 @@ class ApiKeyMiddleware:
             await self._refuse(scope, receive, send, area)
             return
         scope[PRINCIPAL] = who or f"addr-{client[0]}"
+        current_principal.set(scope[PRINCIPAL])
         await self.app(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, area: str) -> None:
