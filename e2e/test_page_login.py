@@ -1,6 +1,7 @@
-"""(k) A keyed server protects the page, and public-demo limits hold for it: Chromium is sent to /login, a wrong key is refused, the
+"""(k) A keyed server protects the page: Chromium is sent to /login, a wrong key is refused, the
 right one (typed once) opens the page, whose Gradio calls and WebRTC offer then pass with the
-login cookie; with ``server.public_page`` the page opens without a key while ``/v1`` stays keyed."""
+login cookie; with ``server.public_page`` the page opens without a key while ``/v1`` stays keyed;
+the page's conversations count against ``duplex_session.max_sessions_per_client``."""
 
 from __future__ import annotations
 
