@@ -90,17 +90,24 @@ class ErrorEvent(ServerEvent):
     error_type: str = "invalid_request_error"
     event_id: str | None = None
     param: str | None = None
+    retryable: bool | None = None
+    """A refusal worth retrying (``resource_exhausted``); sent only when set."""
+    retry_after_ms: int | None = None
+    """When to retry, ms; sent only when set."""
 
     def body(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "type": self.error_type,
-                "code": self.code,
-                "message": self.message,
-                "event_id": self.event_id,
-                "param": self.param,
-            }
+        err: dict[str, Any] = {
+            "type": self.error_type,
+            "code": self.code,
+            "message": self.message,
+            "event_id": self.event_id,
+            "param": self.param,
         }
+        if self.retryable is not None:
+            err["retryable"] = self.retryable
+        if self.retry_after_ms is not None:
+            err["retry_after_ms"] = self.retry_after_ms
+        return {"error": err}
 
 
 # ----------------------------------------------------------------------------- input

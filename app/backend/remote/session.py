@@ -368,6 +368,8 @@ class RemoteSession:
             self._adopt_session(ev)
         elif isinstance(ev, E.ErrorEvent) and self.remote_session_id is None:
             self._handshake_error = ev
+            if ev.code == "resource_exhausted" and ev.retryable is None:
+                ev.retryable = True  # vLLM-Omni marks capacity refusals retryable
         elif isinstance(ev, (E.AudioDelta, E.ResponseListen)) and ev.session_id:
             ev.session_id = self.id
         elif isinstance(ev, RawEvent) and self.remote_session_id and ev.data.get("session_id") == self.remote_session_id:
