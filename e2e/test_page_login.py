@@ -46,6 +46,12 @@ def test_page_asks_for_the_key_once_then_talks(keyed_ui, pw, silent_mic, artifac
         tab.stop()
         wait_until(lambda: tab.text("#status-box") is not None and keyed_ui.engine.sessions.active == 0, 20,
                    what="the slot to be freed")
+        # the chat tab runs the model through the keyed /v1 route in-process: it passes too
+        page.get_by_role("tab", name="Chat (no mic)").click()
+        page.fill("#chat-text textarea", "What is the capital of France?")
+        page.click("#chat-send")
+        answer = wait_until(lambda: page.input_value("#chat-answer textarea"), 90, what="a chat answer")
+        assert "paris" in answer.lower()
     finally:
         browser.close()
     # (the browser's cookie is not a key for the API)

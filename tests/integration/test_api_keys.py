@@ -240,3 +240,21 @@ def test_realtime_demo_takes_the_key_and_says_when_it_is_refused(keyed, question
     ok = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert ok["ok"] is True and ok["protocol_ok"] is True and ok["reason"] is None
     assert "paris" in ok["transcript"].lower()
+
+
+@pytest.mark.parametrize("keyed_metrics", [False, True])
+def test_metrics_are_open_unless_the_setting_keys_them(deploy_config, tiny_family, keyed_metrics):
+    from app.config import parse_deploy_config
+    from app.server import build_app
+
+    data = deploy_config.model_dump(exclude_none=True)
+    data["server"] = {**data["server"], "api_key": KEYS[0], "metrics_require_key": keyed_metrics}
+    app = build_app(parse_deploy_config(data), family=tiny_family, with_ui=False)
+
+    async def get(path: str, **headers: str) -> int:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as h:
+            return (await h.get(path, headers=headers)).status_code
+
+    assert asyncio.run(get("/metrics")) == (401 if keyed_metrics else 200)
+    assert asyncio.run(get("/metrics", Authorization=f"Bearer {KEYS[0]}")) == 200
+    assert asyncio.run(get("/health")) != 401  # (503 here: the engine is not started)
