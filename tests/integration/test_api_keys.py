@@ -258,3 +258,17 @@ def test_metrics_are_open_unless_the_setting_keys_them(deploy_config, tiny_famil
     assert asyncio.run(get("/metrics")) == (401 if keyed_metrics else 200)
     assert asyncio.run(get("/metrics", Authorization=f"Bearer {KEYS[0]}")) == 200
     assert asyncio.run(get("/health")) != 401  # (503 here: the engine is not started)
+
+
+def test_redaction_covers_query_values_bearer_tokens_and_the_literal_keys():
+    from app.api.auth import RedactKeys
+
+    r = RedactKeys((KEYS[0],))
+    assert r.redact('127.0.0.1:5 - "GET /v1/models?x=1&api_key=anything&y=2 HTTP/1.1" 200') == \
+        '127.0.0.1:5 - "GET /v1/models?x=1&api_key=***&y=2 HTTP/1.1" 200'
+    assert r.redact("WebSocket /v1/realtime?api_key=k%20y [accepted]") == "WebSocket /v1/realtime?api_key=*** [accepted]"
+    assert r.redact("Authorization: Bearer sk-abc.def") == "Authorization: Bearer ***"
+    assert r.redact(f"key={KEYS[0]}") == "key=***"
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s"', ("c", "GET", "/?api_key=z"),
+                               None)
+    assert r.filter(record) and record.getMessage() == 'c - "GET /?api_key=***"'
