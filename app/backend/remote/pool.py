@@ -239,7 +239,8 @@ class Backend:
             self.healthy, self.status_code, self.error = False, None, f"{type(exc).__name__}: {exc}"
         self.checked_at = time.monotonic()
         if was != self.healthy:
-            log.warning("backend %s (%s) is now %s", self.name, self.url, self.state)
+            log.log(logging.INFO if self.healthy else logging.WARNING, "backend %s (%s) is now %s",
+                    self.name, self.url, self.state)
         if self.healthy and self.remote_model is None:
             await self.resolve_model()
 
