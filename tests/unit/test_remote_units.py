@@ -68,6 +68,22 @@ def test_vllm_deploy_yaml_keeps_only_vllm_omni_keys():
     assert all("inbox_size" not in s for s in data["stages"]) and data["pipeline"]
 
 
+def test_in_process_model_comes_from_the_config_then_the_environment(monkeypatch):
+    from app.backend.remote.inprocess import DEFAULT_MODEL, MODEL_ENV, InProcessVllmOmni
+    from app.config import ConfigError, parse_deploy_config
+
+    data = _remote_cfg(url=None).model_dump(exclude_none=True)
+    cfg = parse_deploy_config({**data, "model": "/models/MiniCPM-o-4_5"})
+    monkeypatch.setenv(MODEL_ENV, "/env/model")
+    assert InProcessVllmOmni(cfg).model == "/models/MiniCPM-o-4_5"  # the config wins
+    assert InProcessVllmOmni(_remote_cfg(url=None)).model == "/env/model"
+    monkeypatch.delenv(MODEL_ENV)
+    assert InProcessVllmOmni(_remote_cfg(url=None)).model == DEFAULT_MODEL
+    assert "model" not in vllm_deploy_yaml(cfg)  # vLLM-Omni takes the model as an argument, not a YAML key
+    with pytest.raises(ConfigError, match="model"):
+        parse_deploy_config({**data, "model": ""})
+
+
 def test_realtime_url():
     assert realtime_url("http://h:1", "m o") == "ws://h:1/v1/realtime?duplex=1&model=m+o&autostart=0"
     assert realtime_url("https://h/", None) == "wss://h/v1/realtime?duplex=1&autostart=0"
