@@ -18,7 +18,7 @@ Records what it was sent (``seen_models``, ``seen_auth``) so tests can check the
 
 Run alone (benchmarks)::
 
-    python -m tests.standin_backend --port 9101 --max-sessions 4 --model m-a
+    python -m tests.standin_backend --port 9101 --max-sessions 4 --model m-a [--no-report-sessions]
 """
 
 from __future__ import annotations
@@ -172,9 +172,10 @@ def main() -> None:
     ap.add_argument("--max-sessions", type=int, default=4)
     ap.add_argument("--model", default="standin-model")
     ap.add_argument("--name", default=None)
+    ap.add_argument("--no-report-sessions", action="store_true", help="empty 200 on /health, like vLLM-Omni")
     args = ap.parse_args()
     s = StandIn(args.name or f"standin-{args.port}", max_sessions=args.max_sessions, model=args.model,
-                port=args.port)
+                port=args.port, report_sessions=not args.no_report_sessions)
     uvicorn.run(standin_app(s), host="127.0.0.1", port=args.port, log_level="warning", ws_ping_interval=None)
 
 

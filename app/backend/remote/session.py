@@ -73,6 +73,10 @@ JOURNAL_MAX = 256
 passes through instead of spilling over."""
 
 
+_CLOSING: set[asyncio.Task[None]] = set()
+"""Links of refusing backends still closing (held so the tasks are not collected mid-way)."""
+
+
 class Target(Protocol):
     """One backend a session can be placed on (:class:`~app.backend.remote.pool.Backend`, in-process)."""
 
@@ -380,7 +384,9 @@ class RemoteSession:
                 target.lost(f"handshake ended ({link.close_info or 'no close frame'})", during_admission=True)
                 unreachable = link.close_info or "the handshake ended"
             self._release_target()
-            await link.close()
+            closing = asyncio.get_running_loop().create_task(link.close())  # not worth waiting for
+            _CLOSING.add(closing)
+            closing.add_done_callback(_CLOSING.discard)
         # every candidate refused or was unreachable
         self._remote_ended = True
         if refusal is not None:
