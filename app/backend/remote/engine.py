@@ -256,10 +256,10 @@ class RemoteEngine:
         return {"status": "ok" if ok else "unhealthy", **out}
 
     async def models(self) -> dict[str, Any]:
-        """What ``GET /v1/models`` answers: the backends' lists merged (first seen first) when any is
-        reachable, else our served name."""
+        """What ``GET /v1/models`` answers: the accepting backends' lists merged (first seen first)
+        when any answers, else our served name."""
         if self.pool is not None:
-            bodies = await asyncio.gather(*(b.list_models() for b in self.pool.backends if not b.draining))
+            bodies = await asyncio.gather(*(b.list_models() for b in self.pool.backends if b.accepting))
             seen: dict[str, Any] = {}
             for body in bodies:
                 for m in (body or {}).get("data", []):
