@@ -300,3 +300,30 @@ async def test_no_healthy_backend_is_remote_unavailable_and_vllm_style_health_is
     finally:
         front.stop()
         quiet.stop()
+
+
+async def test_two_fronts_sharing_a_pool_fill_it_exactly_and_both_refuse_beyond():
+    a, b = StandIn("fa", max_sessions=2).start(), StandIn("fb", max_sessions=2).start()
+    fronts = [FrontServer(pool_config([a, b])).start() for _ in range(2)]
+    clients: list[DuplexClient] = []
+    try:
+        for i in range(4):  # alternate fronts; neither knows the other's sessions but from the backends
+            clients.append(await open_session(fronts[i % 2]))
+        assert (len(a.sessions), len(b.sessions)) == (2, 2)
+        for front in fronts:
+            got, took = await raw_refusal(front)
+            assert got[0]["error"]["code"] == "resource_exhausted" and got[1]["reason"] == "resource_exhausted"
+            assert took < 0.1, took
+        await clients.pop(0).close()  # one slot frees up on one backend: either front finds it
+        await wait_until(lambda: len(a.sessions) + len(b.sessions) == 3, what="the slot to free")
+        pool1 = fronts[1].engine.pool  # the other front learns it from the backend's next /health
+        await wait_until(lambda: sum(x.free_slots() for x in pool1.backends) == 1, 3, "front 1 to see the room")
+        clients.append(await open_session(fronts[1]))
+        assert (len(a.sessions), len(b.sessions)) == (2, 2)
+    finally:
+        for c in clients:
+            await c.close()
+        for f in fronts:
+            f.stop()
+        a.stop()
+        b.stop()
