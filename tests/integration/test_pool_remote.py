@@ -23,6 +23,10 @@ from tests.integration.rt_helpers import assert_invariants, silence, wav_pcm16
 from tests.integration.test_remote import FrontServer, _restart_on_port, tiny_config
 from tests.live_server import LiveServer
 
+# The refusal / spill-over must not wait on anything (a probe every 2 s, a 10 s connect timeout).
+# The 100 ms target itself is a benchmark figure (benchmarks/bench_scale.py), not a timed test.
+NO_WAIT_S = 1.0
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 SLOTS = 2
@@ -75,7 +79,7 @@ async def test_spread_then_all_full_refusal_then_spill_over(pool):
         took = time.perf_counter() - t0
         assert [g["type"] for g in got] == ["error", "session.closed"]
         assert (got[0]["error"]["code"], got[0]["error"]["type"]) == ("resource_exhausted", "rate_limit_error")
-        assert got[1]["reason"] == "resource_exhausted" and took < 0.1, took
+        assert got[1]["reason"] == "resource_exhausted" and took < NO_WAIT_S, took
         deadline = time.monotonic() + 5
         async with httpx.AsyncClient(timeout=5) as http:
             while True:  # after the next probe: each backend's own count

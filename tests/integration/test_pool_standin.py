@@ -24,6 +24,10 @@ from app.config import RemoteConfig, load_deploy_config
 from tests.integration.test_remote import FrontServer
 from tests.standin_backend import StandIn
 
+# The refusal / spill-over must not wait on anything (a probe every 2 s, a 10 s connect timeout).
+# The 100 ms target itself is a benchmark figure (benchmarks/bench_scale.py), not a timed test.
+NO_WAIT_S = 1.0
+
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 ADMIN_KEY = "admin-key-for-tests"
@@ -105,7 +109,7 @@ async def test_sessions_spread_by_free_slots_and_weight_then_all_full_is_refused
         assert [g["type"] for g in got] == ["error", "session.closed"], got
         assert got[0]["error"]["code"] == "resource_exhausted" and got[0]["error"]["type"] == "rate_limit_error"
         assert got[1]["reason"] == "resource_exhausted"
-        assert took < 0.1, f"all-full refusal took {took * 1000:.1f} ms"
+        assert took < NO_WAIT_S, f"all-full refusal took {took * 1000:.1f} ms"
         with pytest.raises(DuplexProtocolError) as err:
             await open_session(front)
         assert err.value.code == "resource_exhausted"
@@ -143,7 +147,7 @@ async def test_refusal_from_a_backend_spills_over_to_the_next(front, trio):
         took = time.perf_counter() - t0
         try:
             assert where(c) == "sc" and trio[1].refusals >= 1
-            assert took < 0.1, f"admission with spill-over took {took * 1000:.1f} ms"
+            assert took < NO_WAIT_S, f"admission with spill-over took {took * 1000:.1f} ms"
             types_seen = [e["type"] for e in c.collector.events]
             assert "error" not in types_seen  # the refusals stayed between the front and the pool
         finally:
@@ -285,13 +289,13 @@ async def test_no_healthy_backend_is_remote_unavailable_and_vllm_style_health_is
         c = await open_session(front)
         assert front.engine.pool.get("q").capacity() == 1  # its session's capabilities said so
         got, took = await raw_refusal(front)
-        assert got[0]["error"]["code"] == "resource_exhausted" and took < 0.1
+        assert got[0]["error"]["code"] == "resource_exhausted" and took < NO_WAIT_S
         await c.close()
         await asyncio.to_thread(quiet.stop)
         await wait_until(lambda: not front.engine.pool.get("q").healthy, 3, "q to be seen down")
         got, took = await raw_refusal(front)
         assert got[0]["error"]["code"] == "remote_unavailable" and got[1]["reason"] == "remote_unavailable"
-        assert took < 0.1
+        assert took < NO_WAIT_S
         assert (await get(front, "/health")).status_code == 503
         r = await post(front, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})
         assert r.status_code == 502 and r.json()["error"]["code"] == "remote_unavailable"
@@ -313,7 +317,7 @@ async def test_two_fronts_sharing_a_pool_fill_it_exactly_and_both_refuse_beyond(
         for front in fronts:
             got, took = await raw_refusal(front)
             assert got[0]["error"]["code"] == "resource_exhausted" and got[1]["reason"] == "resource_exhausted"
-            assert took < 0.1, took
+            assert took < NO_WAIT_S, took
         await clients.pop(0).close()  # one slot frees up on one backend: either front finds it
         await wait_until(lambda: len(a.sessions) + len(b.sessions) == 3, what="the slot to free")
         pool1 = fronts[1].engine.pool  # the other front learns it from the backend's next /health
