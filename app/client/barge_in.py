@@ -41,7 +41,12 @@ from typing import Any
 from app.client.collector import decode_audio_delta
 from app.client.demo import run_realtime_demo_async
 from app.client.invariants import check_invariants
-from app.client.protocol import AUDIO_DELTA, TRANSCRIPT_DELTA, event_response_id, event_type
+from app.client.protocol import (
+    AUDIO_DELTA,
+    TRANSCRIPT_DELTA,
+    event_response_id,
+    event_type,
+)
 from app.constants import OUTPUT_SAMPLE_RATE_HZ
 
 MODES = ("model-policy", "response-required")

@@ -20,7 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.compat.vllm_omni_client import PIP_DOWNLOAD_COMMAND, find_wheel, wheel_dir_from_env
+from tests.compat.vllm_omni_client import (
+    PIP_DOWNLOAD_COMMAND,
+    find_wheel,
+    wheel_dir_from_env,
+)
 from tests.conftest import espeak_wav
 
 try:
