@@ -26,6 +26,12 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.record_dir:
+        cfg = cfg.model_copy(update={"recording": cfg.recording.model_copy(update={"dir": args.record_dir})})
+    if cfg.recording.dir:
+        from app.backend.duplex.recorder import notice
+
+        print(f"omni-duplex: {notice(cfg.recording)}", flush=True)
     host = args.host or cfg.server.host
     port = args.port or cfg.server.port
     from app.backend.engine import FamilyUnavailable
@@ -129,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--host", default=None)
     s.add_argument("--port", type=int, default=None)
     s.add_argument("--no-ui", action="store_true", help="API only, no browser page")
+    s.add_argument("--record-dir", default=None,
+                   help="record every duplex session into DIR (personal data; off by default; see README)")
     s.add_argument("--log-level", default="info")
     c = sub.add_parser("chat", help="one chat request from the shell")
     g = c.add_mutually_exclusive_group(required=True)
