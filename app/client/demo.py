@@ -71,6 +71,7 @@ def load_input(
     video_fps: float,
     stack_frames: int,
     frames_dir: Path | None = None,
+    frame_max_side: int = 0,
 ) -> DemoInput:
     """Decode the demo input.
 
@@ -79,15 +80,22 @@ def load_input(
     ``video_fps`` (frame ``k`` rides unit ``k``, so use ``1000 / unit_ms`` fps to keep camera and
     audio in step); with ``stack_frames = N > 1`` the video is sampled at ``N * video_fps`` and
     the ``N - 1`` samples after each base frame are tiled into one composite
-    (:func:`app.media.stack_frames`). Frames are JPEG-encoded and, when ``frames_dir`` is given,
-    saved there.
+    (:func:`app.media.stack_frames`). ``frame_max_side > 0`` downscales each frame so its longer
+    side is at most that many pixels (the guide's ``--frame-max-side``; 0 keeps the capture size).
+    Frames are JPEG-encoded and, when ``frames_dir`` is given, saved there.
 
     Raises:
         ValueError: neither input given, ``stack_frames < 1`` or ``video_fps <= 0``.
         app.media.MediaError: undecodable media.
         OSError: unreadable files.
     """
-    from app.media import decode_audio, demux_video, encode_jpeg, float_to_pcm16
+    from app.media import (
+        decode_audio,
+        demux_video,
+        encode_jpeg,
+        fit_within,
+        float_to_pcm16,
+    )
     from app.media import stack_frames as tile_frames
 
     if input_wav is None and input_video is None:
@@ -101,8 +109,11 @@ def load_input(
             Path(input_video), fps=video_fps * stack_frames, audio_rate=INPUT_SAMPLE_RATE_HZ
         )
         audio = video.audio
-        for start in range(0, len(video.frames), stack_frames):
-            group = video.frames[start : start + stack_frames]
+        frames = video.frames
+        if frame_max_side > 0:
+            frames = [fit_within(f, frame_max_side) if max(f.shape[:2]) > frame_max_side else f for f in frames]
+        for start in range(0, len(frames), stack_frames):
+            group = frames[start : start + stack_frames]
             prepared.frames.append(
                 _jpeg_b64(encode_jpeg(group[0]), frames_dir, f"frame_{len(prepared.frames):04d}")
             )
@@ -254,6 +265,7 @@ async def run_realtime_demo_async(
     input_video: str | Path | None = None,
     video_fps: float = 1.0,
     stack_frames: int = 1,
+    frame_max_side: int = 0,
     ref_audio: str | Path | None = None,
     chunk_ms: int = 200,
     realtime: bool = True,
@@ -271,6 +283,7 @@ async def run_realtime_demo_async(
         video_fps=video_fps,
         stack_frames=stack_frames,
         frames_dir=out / "frames" if input_video is not None else None,
+        frame_max_side=frame_max_side,
     )
     if speech_end_ms is None:
         speech_end_ms = detect_speech_end_ms(prepared.pcm16, INPUT_SAMPLE_RATE_HZ)
@@ -320,6 +333,7 @@ async def run_realtime_demo_async(
             "input_video": str(input_video) if input_video else None,
             "video_fps": video_fps,
             "stack_frames": stack_frames,
+            "frame_max_side": frame_max_side,
         },
     )
 
@@ -411,6 +425,7 @@ def run_realtime_demo(
     input_video: str | Path | None = None,
     video_fps: float = 1.0,
     stack_frames: int = 1,
+    frame_max_side: int = 0,
     ref_audio: str | Path | None = None,
     chunk_ms: int = 200,
     realtime: bool = True,
@@ -433,6 +448,7 @@ def run_realtime_demo(
         input_video: optional video: camera frames, and the audio when ``input_wav`` is ``None``.
         video_fps: base frames per second; frame ``k`` rides unit ``k``.
         stack_frames: ``N``; ``N > 1`` adds one composite of ``N - 1`` sub-frames per unit.
+        frame_max_side: downscale frames to this longer side, px (0 = capture size).
         ref_audio: reference voice, a WAV path or a data URL.
         chunk_ms: append length, ms.
         realtime: pace appends like a microphone (needed for the ``stream_*`` figures).
@@ -459,6 +475,7 @@ def run_realtime_demo(
             input_video=input_video,
             video_fps=video_fps,
             stack_frames=stack_frames,
+            frame_max_side=frame_max_side,
             ref_audio=ref_audio,
             chunk_ms=chunk_ms,
             realtime=realtime,
@@ -491,6 +508,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--stack-frames", type=int, default=1, help="N: tile N-1 sub-frames per unit"
     )
+    parser.add_argument(
+        "--frame-max-side", type=int, default=0, help="downscale frames to this longer side, px (0 = keep)"
+    )
     parser.add_argument("--ref-audio", type=Path, default=None, help="reference voice WAV")
     parser.add_argument("--output-dir", type=Path, default=Path("out/realtime_demo"))
     parser.add_argument("--chunk-ms", type=int, default=200, help="append size, ms")
@@ -522,6 +542,7 @@ def main_realtime_demo(argv: Sequence[str] | None = None) -> int:
         input_video=args.input_video,
         video_fps=args.video_fps,
         stack_frames=args.stack_frames,
+        frame_max_side=args.frame_max_side,
         ref_audio=args.ref_audio,
         chunk_ms=args.chunk_ms,
         realtime=not args.no_realtime_pacing,
