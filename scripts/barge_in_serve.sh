@@ -10,8 +10,7 @@
 #       --validation-mode response-required --input-sha256 <sha256> --expect-second-response-substring rome
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CFG=.cache/barge_in.yaml
-mkdir -p .cache
+CFG=$(mktemp --suffix=.yaml)
 .venv/bin/python - "$CFG" <<'PY'
 import sys, yaml
 cfg = yaml.safe_load(open("configs/tiny.yaml"))
