@@ -140,6 +140,13 @@ def test_disk_use_is_bounded_oldest_first(tmp_path):
     os.utime(old, (time.time() - 3 * 86400,) * 2)
     aged = RecordingStore(SimpleNamespace(dir=str(tmp_path), max_total_mb=100.0, max_age_days=2), {}, 1000)
     assert [p.name[-2:] for p in aged.prune()] == ["s2"]
+    live = store.open("live")  # a session still recording is never pruned, even over the bound
+    store.max_bytes = 0
+    assert live.folder not in store.prune() and live.folder.exists()
+    from app.backend.protocol import events as E
+
+    live.close(E.SessionClosed(session_id="live", reason="client_close"), {})
+    assert store.prune() == [live.folder]
 
 
 def test_recording_notice_and_page_badge(deploy_config):

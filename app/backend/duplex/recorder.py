@@ -33,7 +33,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -95,13 +95,15 @@ class RecordingStore:
         self.max_age_s = cfg.max_age_days * 86400 if cfg.max_age_days else None
         self._snapshot = snapshot
         self._unit_ms = unit_ms
+        self.live: set[Path] = set()  # folders of sessions still recording: never pruned
 
     def sessions(self) -> list[Path]:
         """Session folders, oldest first (by name: they start with the UTC start time)."""
         return sorted(p for p in self.root.iterdir() if p.is_dir())
 
     def prune(self, now: float | None = None) -> list[Path]:
-        """Delete the oldest session folders past ``max_age_days`` or while over ``max_total_mb``.
+        """Delete the oldest session folders past ``max_age_days`` or while over ``max_total_mb``
+        (folders of sessions still recording are kept).
 
         Returns:
             The folders deleted.
@@ -112,6 +114,8 @@ class RecordingStore:
         total = sum(sizes.values())
         gone = []
         for p in folders:
+            if p in self.live:
+                continue
             too_old = self.max_age_s is not None and now - p.stat().st_mtime > self.max_age_s
             if not too_old and total <= self.max_bytes:
                 continue
@@ -128,7 +132,9 @@ class RecordingStore:
         except OSError:
             log.exception("recording: prune failed")
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-        return SessionRecorder(self.root / f"{stamp}_{session_id}", self._snapshot, self._unit_ms)
+        folder = self.root / f"{stamp}_{session_id}"
+        self.live.add(folder)
+        return SessionRecorder(folder, self._snapshot, self._unit_ms, on_close=self.live.discard)
 
 
 class SessionRecorder:
@@ -138,10 +144,13 @@ class SessionRecorder:
         folder: created (with ``frames/``); must not exist.
         snapshot: config snapshot for ``config.json``.
         unit_ms: unit length, ms.
+        on_close: called with ``folder`` once the recording has ended.
     """
 
-    def __init__(self, folder: Path, snapshot: dict[str, Any], unit_ms: int) -> None:
+    def __init__(self, folder: Path, snapshot: dict[str, Any], unit_ms: int,
+                 on_close: Callable[[Path], None] | None = None) -> None:
         self.folder = folder
+        self._on_close = on_close
         self._unit_ms = unit_ms
         self._t0 = time.monotonic()
         self._samples = 0
@@ -183,6 +192,8 @@ class SessionRecorder:
 
     def close(self, final: E.ServerEvent, session: dict[str, Any]) -> None:
         """The session ended with ``final``; ``session`` is its last session object."""
+        if self._on_close is not None:
+            self._on_close(self.folder)
         if not self._ok:
             return
         self._guard(self._event, final)
