@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import json
 import shutil
 import sys
@@ -199,6 +200,12 @@ def diff_sessions(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]
 
 # -- replay ---------------------------------------------------------------------------------
 
+def _is_decision(event: dict[str, Any]) -> bool:
+    kind = event_type(event)
+    status = (event.get("response") or {}).get("status") if isinstance(event.get("response"), dict) else None
+    return kind == "response.listen" or (kind == "response.done" and status != "cancelled")
+
+
 def _session_config(rec: Recording) -> SessionConfig:
     update = next((r["event"] for r in rec.client_rows() if event_type(r["event"]) == "session.update"), {})
     session = update.get("session") or {}
@@ -215,6 +222,7 @@ class _Replayer:
         self.rec, self.client, self.out, self.pace = rec, client, out, pace
         self.log: list[dict[str, Any]] = []
         self.sent: list[np.ndarray] = []
+        self.acked: set[str] = set()
         self.recorded_ids = [e.get("response_id") for e in rec.server_events() if event_type(e) == "response.created"]
         self.t0 = time.monotonic()
 
@@ -260,6 +268,28 @@ class _Replayer:
             await self.client.send(wire)
             self._row(wire)
 
+    async def settle(self, timeout_s: float) -> None:
+        """After the last command: wait for the decision on the last commit (``response.listen``
+        or a non-cancelled ``response.done`` after its ``committed``), then for every open
+        response's ``response.done``; then ack what was received when the recording acked."""
+        collector, deadline = self.client.collector, time.monotonic() + timeout_s
+        committed = [i for i, e in enumerate(collector.events) if event_type(e) == "input_audio_buffer.committed"]
+        with contextlib.suppress(TimeoutError, DuplexClientError):
+            if committed:
+                await self.client.wait_for(_is_decision, timeout_s, after_index=committed[-1] + 1,
+                                           raise_on_error=False)
+            for rid in list(collector.response_ids):
+                if not collector.response_is_done(rid):
+                    await self.client.wait_for(
+                        lambda e, rid=rid: event_type(e) == "response.done" and event_response_id(e) == rid,
+                        max(0.0, deadline - time.monotonic()), after_index=0, raise_on_error=False)
+        if any(event_type(r["event"]) == "playback.ack" for r in self.rec.client_rows()):
+            for rid in collector.response_ids:
+                if rid not in self.acked:
+                    await self.client.ack_playback(rid, played_ms=collector.audio_duration_ms(rid))
+                    self._row({"type": "playback.ack", "response_id": rid, "played_ms": int(
+                        collector.audio_duration_ms(rid)), "note": "final ack of the replayed reply"})
+
     def _map(self, recorded_id: str) -> str | None:
         if recorded_id not in self.recorded_ids:
             return None
@@ -275,6 +305,7 @@ class _Replayer:
         have = self.client.collector.audio_duration_ms(rid)
         played = min(float(ev.get("played_ms", 0)), have)
         await self.client.ack_playback(rid, played_ms=played, truncate=bool(ev.get("truncate")))
+        self.acked.add(rid)
         self._row({"type": "playback.ack", "response_id": rid, "played_ms": int(played)})
 
 
@@ -301,10 +332,7 @@ async def replay_async(folder: str | Path, url: str, output_dir: str | Path | No
     try:
         async with client:
             await player.run()
-            deadline = time.monotonic() + timeout_s
-            for rid in list(client.collector.response_ids):
-                while not client.collector.response_is_done(rid) and time.monotonic() < deadline:
-                    await asyncio.sleep(0.05)
+            await player.settle(timeout_s)
     except (DuplexClientError, TimeoutError, OSError) as exc:
         errors.append({"type": "client.error", "error": type(exc).__name__, "message": str(exc)})
     server = [{**e, "t_s": round(e["_client_received_at_s"] - player.t0, 4)} for e in client.collector.events]

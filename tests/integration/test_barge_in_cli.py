@@ -58,9 +58,9 @@ def test_response_required_on_the_two_response_wav(barge_server, barge_wav, tmp_
         assert "rome" in report["responses"][1]["transcript"].lower()
 
 
-def test_model_policy_default_mode(barge_server, question_wav, tmp_path):
+def test_model_policy_default_mode(barge_server, barge_wav, tmp_path):
     out = tmp_path / "mp"
-    proc = _run(["--url", barge_server.base_url, "--input-wav", str(question_wav), "--output-dir", str(out)])
+    proc = _run(["--url", barge_server.base_url, "--input-wav", barge_wav["path"], "--output-dir", str(out)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((out / "summary.json").read_text())
     assert report["ok"] and report["validation_mode"] == "model-policy"
