@@ -144,10 +144,12 @@ def build_chat_tab(app_ref: dict[str, Any], engine: Any) -> None:
                               elem_id="chat-text")
             files = gr.File(label="Image / audio / video", file_count="multiple", type="filepath",
                             elem_id="chat-files")
+            sampling = engine.config.stage(0).default_sampling_params  # the route's defaults
             with gr.Row():
-                max_tokens = gr.Slider(1, 512, value=128, step=1, label="Max tokens", elem_id="chat-max-tokens")
-                temperature = gr.Slider(0.0, 2.0, value=0.7, step=0.05, label="Temperature",
-                                        elem_id="chat-temperature")
+                max_tokens = gr.Slider(1, 512, value=sampling.max_tokens or 128, step=1, label="Max tokens",
+                                       elem_id="chat-max-tokens")
+                temperature = gr.Slider(0.0, 2.0, value=sampling.temperature if sampling.temperature is not None
+                                        else 0.7, step=0.05, label="Temperature", elem_id="chat-temperature")
             voice = gr.Audio(label=f"Reference voice (16 kHz mono, first {REF_VOICE_MAX_S:.0f} s used)",
                              sources=["upload"], type="filepath", interactive=False, elem_id="chat-voice-ref")
             voice_note = gr.Markdown("", elem_id="chat-voice-note")

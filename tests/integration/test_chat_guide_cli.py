@@ -108,6 +108,9 @@ def test_chat_tab_sliders_reach_the_route_and_voice_is_hidden_for_tiny(deploy_co
     ids = {c["id"]: c.get("props", {}) for c in config["components"]}
     sliders = {p.get("elem_id"): p for p in ids.values() if p.get("elem_id") in ("chat-max-tokens", "chat-temperature")}
     assert set(sliders) == {"chat-max-tokens", "chat-temperature"}
+    defaults = deploy_config.stage(0).default_sampling_params  # the sliders start at the route's defaults
+    assert sliders["chat-max-tokens"]["value"] == defaults.max_tokens
+    assert sliders["chat-temperature"]["value"] == defaults.temperature
     (load,) = [i for i, d in enumerate(config["dependencies"])
                if any(t[1] == "load" for t in d["targets"])
                and [ids[o].get("elem_id") for o in d["outputs"]] == ["chat-voice-ref", "chat-voice-note"]]
