@@ -2,6 +2,8 @@
 
 ``python -m app serve [--deploy-config FILE] [--stage-overrides JSON] [--host H] [--port P]``
 ``python -m app chat (--text T | --audio FILE) [--image FILE] [--url URL] [--out reply.wav]``
+``python -m app chat --host H --port P [--query-type text|use_audio|use_image|use_video] [--stream]
+[--num-concurrent-requests N --prompts a,b,c] [--video F] [--modalities text,audio] [--model M]``
 ``python -m app realtime-demo --url URL --input-wav F ...`` (see ``--help``)
 ``python -m app barge-in-check --url URL --input-wav F [--validation-mode ...]`` (see ``--help``)
 ``python -m app replay DIR --url URL [--output-dir OUT] [--pace realtime|fast]`` (see ``--help``)
