@@ -71,6 +71,7 @@ def load_input(
     video_fps: float,
     stack_frames: int,
     frames_dir: Path | None = None,
+    frame_max_side: int = 0,
 ) -> DemoInput:
     """Decode the demo input.
 
@@ -79,15 +80,22 @@ def load_input(
     ``video_fps`` (frame ``k`` rides unit ``k``, so use ``1000 / unit_ms`` fps to keep camera and
     audio in step); with ``stack_frames = N > 1`` the video is sampled at ``N * video_fps`` and
     the ``N - 1`` samples after each base frame are tiled into one composite
-    (:func:`app.media.stack_frames`). Frames are JPEG-encoded and, when ``frames_dir`` is given,
-    saved there.
+    (:func:`app.media.stack_frames`). ``frame_max_side > 0`` downscales each frame so its longer
+    side is at most that many pixels (the guide's ``--frame-max-side``; 0 keeps the capture size).
+    Frames are JPEG-encoded and, when ``frames_dir`` is given, saved there.
 
     Raises:
         ValueError: neither input given, ``stack_frames < 1`` or ``video_fps <= 0``.
         app.media.MediaError: undecodable media.
         OSError: unreadable files.
     """
-    from app.media import decode_audio, demux_video, encode_jpeg, float_to_pcm16
+    from app.media import (
+        decode_audio,
+        demux_video,
+        encode_jpeg,
+        fit_within,
+        float_to_pcm16,
+    )
     from app.media import stack_frames as tile_frames
 
     if input_wav is None and input_video is None:
@@ -101,8 +109,11 @@ def load_input(
             Path(input_video), fps=video_fps * stack_frames, audio_rate=INPUT_SAMPLE_RATE_HZ
         )
         audio = video.audio
-        for start in range(0, len(video.frames), stack_frames):
-            group = video.frames[start : start + stack_frames]
+        frames = video.frames
+        if frame_max_side > 0:
+            frames = [fit_within(f, frame_max_side) if max(f.shape[:2]) > frame_max_side else f for f in frames]
+        for start in range(0, len(frames), stack_frames):
+            group = frames[start : start + stack_frames]
             prepared.frames.append(
                 _jpeg_b64(encode_jpeg(group[0]), frames_dir, f"frame_{len(prepared.frames):04d}")
             )
@@ -150,15 +161,23 @@ async def _follow_audio(client: DuplexClient, sink: BinaryIO) -> None:
             await client.wait_for(lambda _e: True, 3600.0, after_index=cursor, raise_on_error=False)
 
 
-async def _ack_collected_playback(client: DuplexClient) -> None:
-    """Ack every response's received audio as played (0 ms for a silent, unfinished one)."""
+async def _ack_collected_playback(client: DuplexClient, acked: dict[str, float]) -> None:
+    """Ack every response's received audio as played (0 ms for a silent, unfinished one).
+
+    ``acked`` (response id -> ms acked) skips responses already acked at their full length: a
+    repeat ack of an earlier response after a later turn was committed is refused by the server
+    (``playback_ack_too_late``)."""
     collector = client.collector
     output_format = AudioFormat("pcm16", collector.output_sample_rate_hz)
     for rid in collector.response_ids:
         pcm = collector.audio_bytes(rid)
         if not pcm and collector.response_is_done(rid):
             continue
-        await client.ack_playback(rid, played_ms=output_format.duration_ms(len(pcm)))
+        played = output_format.duration_ms(len(pcm))
+        if acked.get(rid) == played and collector.response_is_done(rid):
+            continue
+        acked[rid] = played
+        await client.ack_playback(rid, played_ms=played)
 
 
 def _is_decision(event: dict[str, Any]) -> bool:
@@ -181,6 +200,7 @@ async def _converse(
     errors: list[dict[str, Any]],
 ) -> int:
     """Stream, commit and await the decision; returns the number of appends that carried frames."""
+    acked: dict[str, float] = {}
     frames_sent = await client.stream_pcm(
         prepared.pcm16,
         chunk_ms=chunk_ms,
@@ -188,7 +208,7 @@ async def _converse(
         video_frames=prepared.frames or None,
         stacked_video_frames=prepared.composites or None,
     )
-    await _ack_collected_playback(client)
+    await _ack_collected_playback(client, acked)
     commit_index = len(client.collector.events)
     await client.commit()
     deadline = time.monotonic() + timeout_s
@@ -219,7 +239,7 @@ async def _converse(
         errors.append({"type": "client.timeout", "stage": stage, "timeout_s": timeout_s})
     except DuplexProtocolError as exc:  # the error event itself is already in the collector
         post["stopped_by_error"] = exc.code or exc.message
-    await _ack_collected_playback(client)
+    await _ack_collected_playback(client, acked)
     return frames_sent
 
 
@@ -245,6 +265,7 @@ async def run_realtime_demo_async(
     input_video: str | Path | None = None,
     video_fps: float = 1.0,
     stack_frames: int = 1,
+    frame_max_side: int = 0,
     ref_audio: str | Path | None = None,
     chunk_ms: int = 200,
     realtime: bool = True,
@@ -262,6 +283,7 @@ async def run_realtime_demo_async(
         video_fps=video_fps,
         stack_frames=stack_frames,
         frames_dir=out / "frames" if input_video is not None else None,
+        frame_max_side=frame_max_side,
     )
     if speech_end_ms is None:
         speech_end_ms = detect_speech_end_ms(prepared.pcm16, INPUT_SAMPLE_RATE_HZ)
@@ -311,6 +333,7 @@ async def run_realtime_demo_async(
             "input_video": str(input_video) if input_video else None,
             "video_fps": video_fps,
             "stack_frames": stack_frames,
+            "frame_max_side": frame_max_side,
         },
     )
 
@@ -402,6 +425,7 @@ def run_realtime_demo(
     input_video: str | Path | None = None,
     video_fps: float = 1.0,
     stack_frames: int = 1,
+    frame_max_side: int = 0,
     ref_audio: str | Path | None = None,
     chunk_ms: int = 200,
     realtime: bool = True,
@@ -424,6 +448,7 @@ def run_realtime_demo(
         input_video: optional video: camera frames, and the audio when ``input_wav`` is ``None``.
         video_fps: base frames per second; frame ``k`` rides unit ``k``.
         stack_frames: ``N``; ``N > 1`` adds one composite of ``N - 1`` sub-frames per unit.
+        frame_max_side: downscale frames to this longer side, px (0 = capture size).
         ref_audio: reference voice, a WAV path or a data URL.
         chunk_ms: append length, ms.
         realtime: pace appends like a microphone (needed for the ``stream_*`` figures).
@@ -450,6 +475,7 @@ def run_realtime_demo(
             input_video=input_video,
             video_fps=video_fps,
             stack_frames=stack_frames,
+            frame_max_side=frame_max_side,
             ref_audio=ref_audio,
             chunk_ms=chunk_ms,
             realtime=realtime,
@@ -482,6 +508,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--stack-frames", type=int, default=1, help="N: tile N-1 sub-frames per unit"
     )
+    parser.add_argument(
+        "--frame-max-side", type=int, default=0, help="downscale frames to this longer side, px (0 = keep)"
+    )
     parser.add_argument("--ref-audio", type=Path, default=None, help="reference voice WAV")
     parser.add_argument("--output-dir", type=Path, default=Path("out/realtime_demo"))
     parser.add_argument("--chunk-ms", type=int, default=200, help="append size, ms")
@@ -513,6 +542,7 @@ def main_realtime_demo(argv: Sequence[str] | None = None) -> int:
         input_video=args.input_video,
         video_fps=args.video_fps,
         stack_frames=args.stack_frames,
+        frame_max_side=args.frame_max_side,
         ref_audio=args.ref_audio,
         chunk_ms=args.chunk_ms,
         realtime=not args.no_realtime_pacing,

@@ -349,6 +349,19 @@ class UIConfig(BaseModel):
     title: str = "Omni Duplex"
 
 
+class RecordingConfig(BaseModel):
+    """``recording`` (ours): session recordings (``serve --record-dir``); personal data, off by default."""
+
+    model_config = _OURS
+
+    dir: str | None = None
+    """Folder for one sub-folder per duplex session (None = no recording)."""
+    max_total_mb: PosFloat = 2048.0
+    """Disk bound of all recordings, MB: the oldest are deleted first when a session starts."""
+    max_age_days: PosFloat | None = None
+    """Recordings older than this are deleted when a session starts (None = kept until the disk bound)."""
+
+
 class DeployConfig(BaseModel):
     """The whole deploy config: vLLM-Omni's top level plus our sections.
 
@@ -382,6 +395,7 @@ class DeployConfig(BaseModel):
     """``model_family: vllm_omni`` without ``remote`` (ours): the model directory (or id) vLLM-Omni
     loads in this process; default ``$OMNI_VLLM_MODEL``, else ``openbmb/MiniCPM-o-4_5``."""
     ui: UIConfig = Field(default_factory=UIConfig)
+    recording: RecordingConfig = Field(default_factory=RecordingConfig)
     # ---- vLLM-Omni pipeline-wide keys: stored, applied by engine-backed families only ----
     platforms: dict[str, dict[str, Any] | None] | None = None
     """Per-platform stage overlays (``cuda``, ``npu`` …); applied only via ``load_deploy_config(platform=)``."""
