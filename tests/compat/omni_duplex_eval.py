@@ -10,20 +10,14 @@ packages (``vllm_omni``, ``vllm_omni.clients``, ``vllm_omni.experimental``,
 wheel, so the submodules load from it while the package ``__init__`` files, which import vLLM,
 torch and Prometheus, never run.
 
-Two third-party names the modules import are not installed here, and stand-ins are used when
-missing (only while loading; the harness's own code is never changed):
-
-* ``regex`` -> the standard :mod:`re` (the duplex modules use only ``compile``, ``search``,
-  ``findall``, ``sub`` and ``re.S`` with patterns that mean the same in both);
-* ``prettytable`` -> a module whose ``PrettyTable`` raises when used (imported by
-  ``vllm_omni.metrics.utils`` for table printing the benchmark does not do).
+Its third-party imports (``regex``, ``prettytable``, PyAV, ``requests``, ``pybase64``,
+``websockets``) are the real packages, from the ``dev`` extras.
 
 Like :mod:`tests.compat.vllm_omni_client`, the stubs stay in ``sys.modules`` for the process.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 import types
 from pathlib import Path
@@ -35,11 +29,6 @@ _STUB_PACKAGES = ("vllm_omni", "vllm_omni.benchmarks", "vllm_omni.clients", "vll
 _MODULES = ("vllm_omni.benchmarks.duplex.omni_duplex_eval_dataset", "vllm_omni.benchmarks.duplex.omni_duplex_eval_runner",
             "vllm_omni.benchmarks.duplex.omni_duplex_eval_eval", "vllm_omni.benchmarks.duplex.omni_duplex_eval_judge",
             "vllm_omni.benchmarks.duplex.omni_duplex_eval_metrics", "vllm_omni.benchmarks.duplex.omni_duplex_eval_clock")
-
-
-class _NoPrettyTable:
-    def __init__(self, *_a: object, **_k: object) -> None:
-        raise RuntimeError("prettytable is not installed (stand-in used by tests/compat/omni_duplex_eval.py)")
 
 
 def _stub(name: str, wheel: Path) -> None:
@@ -70,28 +59,13 @@ def load_omni_duplex_eval(wheel_dir: str | Path, *, version: str | None = VLLM_O
     Raises:
         FileNotFoundError: no wheel (the message gives the pip command).
         RuntimeError: a real ``vllm_omni`` is already imported in this process.
-        ImportError: PyAV, ``requests``, ``pybase64`` or ``websockets`` missing.
+        ImportError: one of the third-party packages above is missing (``scripts/setup.sh --dev``).
     """
     wheel = find_wheel(wheel_dir, version)
     for name in _STUB_PACKAGES:
         _stub(name, wheel)
-    shims = {}
-    try:
-        import regex  # noqa: F401
-    except ImportError:
-        shims["regex"] = re
-    try:
-        import prettytable  # noqa: F401
-    except ImportError:
-        shims["prettytable"] = types.SimpleNamespace(PrettyTable=_NoPrettyTable)
-    for name, module in shims.items():
-        sys.modules.setdefault(name, module)  # type: ignore[arg-type]
-    try:
-        import importlib
+    import importlib
 
-        mods = {name.rsplit("_", 1)[1]: importlib.import_module(name) for name in _MODULES}
-        importlib.import_module("vllm_omni.benchmarks.duplex_session_metrics")
-    finally:
-        for name in shims:
-            sys.modules.pop(name, None)
+    mods = {name.rsplit("_", 1)[1]: importlib.import_module(name) for name in _MODULES}
+    importlib.import_module("vllm_omni.benchmarks.duplex_session_metrics")
     return types.SimpleNamespace(wheel=wheel, **mods)
