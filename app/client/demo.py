@@ -161,15 +161,23 @@ async def _follow_audio(client: DuplexClient, sink: BinaryIO) -> None:
             await client.wait_for(lambda _e: True, 3600.0, after_index=cursor, raise_on_error=False)
 
 
-async def _ack_collected_playback(client: DuplexClient, acked: dict[str, float]) -> None:
+ACK_INTERVAL_S = 0.25
+"""How often the demo acks playback while it streams (vLLM-Omni's Omni-DuplexEval runner acks every
+~250 ms while audio plays)."""
+
+
+async def _ack_collected_playback(client: DuplexClient, acked: dict[str, float],
+                                  skip: frozenset[str] = frozenset()) -> None:
     """Ack every response's received audio as played (0 ms for a silent, unfinished one).
 
-    ``acked`` (response id -> ms acked) skips responses already acked at their full length: a
-    repeat ack of an earlier response after a later turn was committed is refused by the server
-    (``playback_ack_too_late``)."""
+    ``acked`` (response id -> ms acked) skips responses already acked at their full length, and
+    ``skip`` names responses that may no longer be acked: an ack of an earlier response after a later
+    turn was committed is refused by the server (``playback_ack_too_late``)."""
     collector = client.collector
     output_format = AudioFormat("pcm16", collector.output_sample_rate_hz)
-    for rid in collector.response_ids:
+    for rid in list(collector.response_ids):
+        if rid in skip:
+            continue
         pcm = collector.audio_bytes(rid)
         if not pcm and collector.response_is_done(rid):
             continue
@@ -201,15 +209,28 @@ async def _converse(
 ) -> int:
     """Stream, commit and await the decision; returns the number of appends that carried frames."""
     acked: dict[str, float] = {}
-    frames_sent = await client.stream_pcm(
-        prepared.pcm16,
-        chunk_ms=chunk_ms,
-        realtime=realtime,
-        video_frames=prepared.frames or None,
-        stacked_video_frames=prepared.composites or None,
-    )
+
+    async def ack_while_streaming() -> None:  # a client acks as it plays, not only at the end
+        while True:
+            await asyncio.sleep(ACK_INTERVAL_S)
+            await _ack_collected_playback(client, acked)
+
+    acker = asyncio.create_task(ack_while_streaming())
+    try:
+        frames_sent = await client.stream_pcm(
+            prepared.pcm16,
+            chunk_ms=chunk_ms,
+            realtime=realtime,
+            video_frames=prepared.frames or None,
+            stacked_video_frames=prepared.composites or None,
+        )
+    finally:
+        acker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await acker
     await _ack_collected_playback(client, acked)
     commit_index = len(client.collector.events)
+    before_commit = frozenset(client.collector.response_ids)  # answers to turns before the commit
     await client.commit()
     deadline = time.monotonic() + timeout_s
     stage = "input_audio_buffer.committed"
@@ -239,7 +260,7 @@ async def _converse(
         errors.append({"type": "client.timeout", "stage": stage, "timeout_s": timeout_s})
     except DuplexProtocolError as exc:  # the error event itself is already in the collector
         post["stopped_by_error"] = exc.code or exc.message
-    await _ack_collected_playback(client, acked)
+    await _ack_collected_playback(client, acked, skip=before_commit)
     return frames_sent
 
 
