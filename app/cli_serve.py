@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=None, help="port (server.port; default 7860)")
     p.add_argument("--no-ui", action="store_true", help="API only, no browser page")
     p.add_argument("--log-level", default="info")
+    p.add_argument("--record-dir", default=None,
+                   help="record every duplex session into DIR (recording.dir; personal data; off by default; see README)")
     p.add_argument("--omni", action="store_true", help="accepted for vllm serve compatibility (always on)")
     p.add_argument("--trust-remote-code", action="store_true", default=None, help="stored as trust_remote_code")
     g = p.add_argument_group("access (server.*)")
@@ -166,6 +168,8 @@ def overrides_from_args(args: argparse.Namespace, env: dict[str, str], family: s
         out["limits"] = {"allowed_local_media_path": args.allowed_local_media_path}
     if args.trust_remote_code:
         out["trust_remote_code"] = True
+    if args.record_dir is not None:
+        out["recording"] = {"dir": args.record_dir}
     return out
 
 
@@ -228,6 +232,10 @@ def serve(argv: list[str]) -> int:
     for note in notes:
         print(note, file=sys.stderr)
     srv = cfg.server
+    if cfg.recording.dir:
+        from app.backend.duplex.recorder import notice
+
+        print(f"omni-duplex: {notice(cfg.recording)}", flush=True)
     if warning := exposure_warning(srv.host, srv.api_keys):
         print(warning, file=sys.stderr, flush=True)
     try:

@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from app.api import admin as admin_api
 from app.api import chat as chat_api
 from app.api import ops as ops_api
 from app.api import realtime as realtime_api
@@ -55,6 +56,7 @@ def build_app(config: Any, *, family: ModelFamily | None = None, with_ui: bool =
     app.include_router(chat_api.router)
     app.include_router(realtime_api.router)
     app.include_router(ops_api.router)
+    app.include_router(admin_api.router)
     install_api_fallback(app)  # after the API routes, before the page at /
     if with_ui:
         from app.ui.page import mount_ui

@@ -4,6 +4,7 @@ One pure-ASGI middleware, :class:`ApiKeyMiddleware`, guards every route the proc
 mounted Gradio app and FastRTC's routes included, so a route added later is keyed by default:
 
 * open: ``/health``, ``/login``, ``/logout``, and ``/metrics`` unless ``server.metrics_require_key``;
+  ``/admin/*`` checks a key of its own (``remote.admin_api_key``);
 * ``/v1/*`` over HTTP: ``Authorization: Bearer KEY``, else 401 with an OpenAI error body
   (``code: invalid_api_key``) and ``WWW-Authenticate: Bearer``;
 * ``/v1/*`` WebSockets (the realtime transport): the ``Authorization`` header or an ``api_key``
@@ -50,6 +51,9 @@ LOGIN_PATH = "/login"
 LOGOUT_PATH = "/logout"
 ALWAYS_OPEN = frozenset({"/health", LOGIN_PATH, LOGOUT_PATH})
 """Paths no key is asked for (``/metrics`` joins them unless ``metrics_require_key``)."""
+
+OWN_KEY_PREFIXES = ("/admin/",)
+"""Routes guarded by a key of their own (``remote.admin_api_key``, :mod:`app.api.admin`), not the users'."""
 
 PRINCIPAL = "omni.principal"
 """ASGI scope key of who asked (``key-N`` or the client address)."""
@@ -135,7 +139,7 @@ class ApiKeyMiddleware:
 
     def area(self, path: str) -> str:
         """``open``, ``api`` (``/v1/*``) or ``page`` (everything else)."""
-        if path in self.open_paths:
+        if path in self.open_paths or path.startswith(OWN_KEY_PREFIXES):
             return "open"
         if path == "/v1" or path.startswith("/v1/"):
             return "api"

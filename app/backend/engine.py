@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from app.backend.duplex.manager import SessionManager
+from app.backend.duplex.recorder import recorder_factory
 from app.backend.duplex.session import DuplexSession, SessionDeps
 from app.backend.metrics import EngineMetrics
 from app.backend.pipeline.stages import ModelFamily
@@ -112,6 +113,7 @@ class Engine:
             capabilities=self.capabilities(),
             max_context_tokens=getattr(cfg.duplex_session, "max_context_tokens", None) or caps.max_context_tokens,
             vision=caps.vision,
+            recorder=recorder_factory(cfg),  # None unless recording.dir (serve --record-dir)
         )
         self.sessions = SessionManager(
             cfg, self.metrics, lambda sid, on_closed: DuplexSession(sid, deps, on_closed=on_closed)

@@ -44,7 +44,7 @@ from typing import Any, BinaryIO
 from app.client.collector import EventCollector
 from app.client.config import AudioFormat, SessionConfig, api_key_from_env
 from app.client.duplex import DuplexClient
-from app.client.invariants import check_invariants
+from app.client.invariants import check_invariants, failure_reason
 from app.client.latency import commit_latency, detect_speech_end_ms, speech_end_latency
 from app.client.protocol import (
     AUDIO_DELTA,
@@ -73,6 +73,7 @@ def load_input(
     video_fps: float,
     stack_frames: int,
     frames_dir: Path | None = None,
+    frame_max_side: int = 0,
 ) -> DemoInput:
     """Decode the demo input.
 
@@ -81,15 +82,22 @@ def load_input(
     ``video_fps`` (frame ``k`` rides unit ``k``, so use ``1000 / unit_ms`` fps to keep camera and
     audio in step); with ``stack_frames = N > 1`` the video is sampled at ``N * video_fps`` and
     the ``N - 1`` samples after each base frame are tiled into one composite
-    (:func:`app.media.stack_frames`). Frames are JPEG-encoded and, when ``frames_dir`` is given,
-    saved there.
+    (:func:`app.media.stack_frames`). ``frame_max_side > 0`` downscales each frame so its longer
+    side is at most that many pixels (the guide's ``--frame-max-side``; 0 keeps the capture size).
+    Frames are JPEG-encoded and, when ``frames_dir`` is given, saved there.
 
     Raises:
         ValueError: neither input given, ``stack_frames < 1`` or ``video_fps <= 0``.
         app.media.MediaError: undecodable media.
         OSError: unreadable files.
     """
-    from app.media import decode_audio, demux_video, encode_jpeg, float_to_pcm16
+    from app.media import (
+        decode_audio,
+        demux_video,
+        encode_jpeg,
+        fit_within,
+        float_to_pcm16,
+    )
     from app.media import stack_frames as tile_frames
 
     if input_wav is None and input_video is None:
@@ -103,8 +111,11 @@ def load_input(
             Path(input_video), fps=video_fps * stack_frames, audio_rate=INPUT_SAMPLE_RATE_HZ
         )
         audio = video.audio
-        for start in range(0, len(video.frames), stack_frames):
-            group = video.frames[start : start + stack_frames]
+        frames = video.frames
+        if frame_max_side > 0:
+            frames = [fit_within(f, frame_max_side) if max(f.shape[:2]) > frame_max_side else f for f in frames]
+        for start in range(0, len(frames), stack_frames):
+            group = frames[start : start + stack_frames]
             prepared.frames.append(
                 _jpeg_b64(encode_jpeg(group[0]), frames_dir, f"frame_{len(prepared.frames):04d}")
             )
@@ -152,15 +163,31 @@ async def _follow_audio(client: DuplexClient, sink: BinaryIO) -> None:
             await client.wait_for(lambda _e: True, 3600.0, after_index=cursor, raise_on_error=False)
 
 
-async def _ack_collected_playback(client: DuplexClient) -> None:
-    """Ack every response's received audio as played (0 ms for a silent, unfinished one)."""
+ACK_INTERVAL_S = 0.25
+"""How often the demo acks playback while it streams (vLLM-Omni's Omni-DuplexEval runner acks every
+~250 ms while audio plays)."""
+
+
+async def _ack_collected_playback(client: DuplexClient, acked: dict[str, float],
+                                  skip: frozenset[str] = frozenset()) -> None:
+    """Ack every response's received audio as played (0 ms for a silent, unfinished one).
+
+    ``acked`` (response id -> ms acked) skips responses already acked at their full length, and
+    ``skip`` names responses that may no longer be acked: an ack of an earlier response after a later
+    turn was committed is refused by the server (``playback_ack_too_late``)."""
     collector = client.collector
     output_format = AudioFormat("pcm16", collector.output_sample_rate_hz)
-    for rid in collector.response_ids:
+    for rid in list(collector.response_ids):
+        if rid in skip:
+            continue
         pcm = collector.audio_bytes(rid)
         if not pcm and collector.response_is_done(rid):
             continue
-        await client.ack_playback(rid, played_ms=output_format.duration_ms(len(pcm)))
+        played = output_format.duration_ms(len(pcm))
+        if acked.get(rid) == played and collector.response_is_done(rid):
+            continue
+        acked[rid] = played
+        await client.ack_playback(rid, played_ms=played)
 
 
 def _is_decision(event: dict[str, Any]) -> bool:
@@ -183,15 +210,29 @@ async def _converse(
     errors: list[dict[str, Any]],
 ) -> int:
     """Stream, commit and await the decision; returns the number of appends that carried frames."""
-    frames_sent = await client.stream_pcm(
-        prepared.pcm16,
-        chunk_ms=chunk_ms,
-        realtime=realtime,
-        video_frames=prepared.frames or None,
-        stacked_video_frames=prepared.composites or None,
-    )
-    await _ack_collected_playback(client)
+    acked: dict[str, float] = {}
+
+    async def ack_while_streaming() -> None:  # a client acks as it plays, not only at the end
+        while True:
+            await asyncio.sleep(ACK_INTERVAL_S)
+            await _ack_collected_playback(client, acked)
+
+    acker = asyncio.create_task(ack_while_streaming())
+    try:
+        frames_sent = await client.stream_pcm(
+            prepared.pcm16,
+            chunk_ms=chunk_ms,
+            realtime=realtime,
+            video_frames=prepared.frames or None,
+            stacked_video_frames=prepared.composites or None,
+        )
+    finally:
+        acker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await acker
+    await _ack_collected_playback(client, acked)
     commit_index = len(client.collector.events)
+    before_commit = frozenset(client.collector.response_ids)  # answers to turns before the commit
     await client.commit()
     deadline = time.monotonic() + timeout_s
     stage = "input_audio_buffer.committed"
@@ -221,7 +262,7 @@ async def _converse(
         errors.append({"type": "client.timeout", "stage": stage, "timeout_s": timeout_s})
     except DuplexProtocolError as exc:  # the error event itself is already in the collector
         post["stopped_by_error"] = exc.code or exc.message
-    await _ack_collected_playback(client)
+    await _ack_collected_playback(client, acked, skip=before_commit)
     return frames_sent
 
 
@@ -247,6 +288,7 @@ async def run_realtime_demo_async(
     input_video: str | Path | None = None,
     video_fps: float = 1.0,
     stack_frames: int = 1,
+    frame_max_side: int = 0,
     ref_audio: str | Path | None = None,
     chunk_ms: int = 200,
     realtime: bool = True,
@@ -265,6 +307,7 @@ async def run_realtime_demo_async(
         video_fps=video_fps,
         stack_frames=stack_frames,
         frames_dir=out / "frames" if input_video is not None else None,
+        frame_max_side=frame_max_side,
     )
     if speech_end_ms is None:
         speech_end_ms = detect_speech_end_ms(prepared.pcm16, INPUT_SAMPLE_RATE_HZ)
@@ -314,26 +357,9 @@ async def run_realtime_demo_async(
             "input_video": str(input_video) if input_video else None,
             "video_fps": video_fps,
             "stack_frames": stack_frames,
+            "frame_max_side": frame_max_side,
         },
     )
-
-
-def _failure_reason(counts: dict[str, int], errors: list[dict[str, Any]], post: dict[str, Any], audio: bool,
-                    require_audio: bool) -> str:
-    """Why a run is not ``ok``, in one line (the first error, else the missing step)."""
-    if errors:
-        first = errors[0]
-        err = first.get("error")
-        if isinstance(err, dict):  # a server error event
-            return f"server error {err.get('code')}: {err.get('message')}"
-        return f"{err or first.get('type')}: {first.get('message', '')}".strip()
-    if not counts.get("session.created"):
-        return "no session: the server never sent session.created"
-    if post.get("decision") is None:
-        return "no decision: neither response.listen nor a response.done arrived after the commit"
-    if require_audio and not audio:
-        return "no audio: --require-audio was given and the reply had none"
-    return "the session did not end with session.closed"
 
 
 def _write_results(
@@ -378,7 +404,7 @@ def _write_results(
     connected = bool(counts.get("session.created"))
     result: dict[str, Any] = {
         "ok": ok,
-        "reason": None if ok else _failure_reason(counts, all_errors, post, bool(audio), require_audio),
+        "reason": None if ok else failure_reason(counts, all_errors, post, bool(audio), require_audio),
         "protocol_ok": connected and not violations,
         "url": client.url,
         "session_id": client.session_id,
@@ -425,6 +451,7 @@ def run_realtime_demo(
     input_video: str | Path | None = None,
     video_fps: float = 1.0,
     stack_frames: int = 1,
+    frame_max_side: int = 0,
     ref_audio: str | Path | None = None,
     chunk_ms: int = 200,
     realtime: bool = True,
@@ -448,6 +475,7 @@ def run_realtime_demo(
         input_video: optional video: camera frames, and the audio when ``input_wav`` is ``None``.
         video_fps: base frames per second; frame ``k`` rides unit ``k``.
         stack_frames: ``N``; ``N > 1`` adds one composite of ``N - 1`` sub-frames per unit.
+        frame_max_side: downscale frames to this longer side, px (0 = capture size).
         ref_audio: reference voice, a WAV path or a data URL.
         chunk_ms: append length, ms.
         realtime: pace appends like a microphone (needed for the ``stream_*`` figures).
@@ -475,6 +503,7 @@ def run_realtime_demo(
             input_video=input_video,
             video_fps=video_fps,
             stack_frames=stack_frames,
+            frame_max_side=frame_max_side,
             ref_audio=ref_audio,
             chunk_ms=chunk_ms,
             realtime=realtime,
@@ -507,6 +536,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--stack-frames", type=int, default=1, help="N: tile N-1 sub-frames per unit"
+    )
+    parser.add_argument(
+        "--frame-max-side", type=int, default=0, help="downscale frames to this longer side, px (0 = keep)"
     )
     parser.add_argument("--ref-audio", type=Path, default=None, help="reference voice WAV")
     parser.add_argument("--output-dir", type=Path, default=Path("out/realtime_demo"))
@@ -541,6 +573,7 @@ def main_realtime_demo(argv: Sequence[str] | None = None) -> int:
         input_video=args.input_video,
         video_fps=args.video_fps,
         stack_frames=args.stack_frames,
+        frame_max_side=args.frame_max_side,
         ref_audio=args.ref_audio,
         chunk_ms=args.chunk_ms,
         realtime=not args.no_realtime_pacing,

@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from app.config.remote import RemoteConfig
 from app.constants import (
     ALLOWED_UNIT_MS,
     DEFAULT_CODEC_CHUNK_FRAMES,
@@ -374,27 +375,6 @@ class TurnPolicyConfig(BaseModel):
         return self
 
 
-class RemoteConfig(BaseModel):
-    """``remote`` (ours): a vLLM-Omni server the ``vllm_omni`` family forwards to."""
-
-    model_config = _OURS
-
-    url: str
-    """http(s) base URL, e.g. ``http://127.0.0.1:8091``."""
-    model: Annotated[str, Field(min_length=1)] | None = None
-    api_key: str | None = None
-    timeout_s: PosFloat = 60.0
-    ref_audio: Annotated[str, Field(min_length=1)] | None = None
-    """Reference voice (path or data URL) sent as the session ``ref_audio``."""
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
-            raise ValueError(f"must be an http(s):// base URL, got {value!r}")
-        return value.rstrip("/")
-
-
 class UIConfig(BaseModel):
     """``ui`` (ours): the Gradio / FastRTC page."""
 
@@ -405,6 +385,19 @@ class UIConfig(BaseModel):
     default_stack_frames: PosInt = 1
     """Camera frames per unit (1 = base frame only; N>1 tiles N-1 sub-frames into a composite)."""
     title: str = "Omni Duplex"
+
+
+class RecordingConfig(BaseModel):
+    """``recording`` (ours): session recordings (``serve --record-dir``); personal data, off by default."""
+
+    model_config = _OURS
+
+    dir: str | None = None
+    """Folder for one sub-folder per duplex session (None = no recording)."""
+    max_total_mb: PosFloat = 2048.0
+    """Disk bound of all recordings, MB: the oldest are deleted first when a session starts."""
+    max_age_days: PosFloat | None = None
+    """Recordings older than this are deleted when a session starts (None = kept until the disk bound)."""
 
 
 class DeployConfig(BaseModel):
@@ -436,7 +429,11 @@ class DeployConfig(BaseModel):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     turn_policy: TurnPolicyConfig = Field(default_factory=TurnPolicyConfig)
     remote: RemoteConfig | None = None
+    model: Annotated[str, Field(min_length=1)] | None = None
+    """``model_family: vllm_omni`` without ``remote`` (ours): the model directory (or id) vLLM-Omni
+    loads in this process; default ``$OMNI_VLLM_MODEL``, else ``openbmb/MiniCPM-o-4_5``."""
     ui: UIConfig = Field(default_factory=UIConfig)
+    recording: RecordingConfig = Field(default_factory=RecordingConfig)
     # ---- vLLM-Omni pipeline-wide keys: stored, applied by engine-backed families only ----
     platforms: dict[str, dict[str, Any] | None] | None = None
     """Per-platform stage overlays (``cuda``, ``npu`` …); applied only via ``load_deploy_config(platform=)``."""

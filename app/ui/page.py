@@ -134,6 +134,9 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
     with gr.Blocks(title=cfg.ui.title, theme=_theme(), css=(ASSETS / "page.css").read_text(), head=head,
                    analytics_enabled=False) as blocks:
         gr.Markdown(f"## {cfg.ui.title}", elem_id="title")
+        if getattr(cfg, "recording", None) is not None and cfg.recording.dir:  # serve --record-dir: personal data
+            gr.HTML('<div data-testid="recording" role="status">&#9679; recording: this conversation is stored '
+                    'on the server</div>', elem_id="recording-badge", padding=False)
         gr.HTML('<div id="omni-alert" data-testid="omni-alert" hidden></div>', elem_id="alert-box", padding=False)
         model_info = gr.Markdown("", elem_id="model-info")
         with gr.Tabs(elem_id="tabs"):
