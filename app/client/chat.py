@@ -4,9 +4,9 @@
 [--text-only] [--deploy-config F]``
 
 * With ``--url`` the request goes to ``POST {url}/v1/chat/completions`` through the ``openai``
-  SDK (non-streaming; key from ``OPENAI_API_KEY``, default ``EMPTY``); the model name is the
+  SDK (non-streaming; key from ``OPENAI_API_KEY``, else ``OMNI_API_KEY``, default ``EMPTY``); the model name is the
   server's first ``/v1/models`` entry.
-* Without ``--url`` the deploy config's model family is loaded here and
+* Without ``--url`` the deploy config's model family is loaded here (a note on stderr says so) and
   :func:`app.backend.chat.run_chat` is called directly (no HTTP).
 
 Prints what the model heard (in-process only), the reply transcript and the path of the reply
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from app.client.config import api_key_from_env
 from app.media import MediaError, guess_audio_format, to_data_url
 
 _IMAGE_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
@@ -52,10 +52,14 @@ def build_messages(text: str | None, audio: Path | None, image: Path | None) -> 
     return [{"role": "user", "content": parts}]
 
 
+IN_PROCESS_NOTE = ("note: no --url given, so the models are loaded in this process (slow to start; a running "
+                   "server is not used). To ask a server: --url http://127.0.0.1:7860")
+
+
 def _remote(args: argparse.Namespace, messages: list[dict[str, Any]], out: Path) -> tuple[str, str | None]:
     from openai import OpenAI
 
-    client = OpenAI(base_url=_api_base(args.url), api_key=os.environ.get("OPENAI_API_KEY", "EMPTY"), max_retries=0)
+    client = OpenAI(base_url=_api_base(args.url), api_key=api_key_from_env() or "EMPTY", max_retries=0)
     model = client.models.list().data[0].id
     kwargs: dict[str, Any] = {"modalities": ["text"]}
     if not args.text_only:
@@ -174,6 +178,7 @@ def run_chat_cli(args: argparse.Namespace) -> int:
                                       Path(args.image) if args.image else None)
             text, wav = _remote(args, messages, out)
         else:
+            print(IN_PROCESS_NOTE, file=sys.stderr, flush=True)
             heard, text, wav = asyncio.run(_local(args, out))
             print(f"heard: {heard}")
     except MediaError as exc:

@@ -19,7 +19,6 @@ import asyncio
 import base64
 import io
 import json
-import os
 import statistics
 import sys
 import time
@@ -31,6 +30,7 @@ import httpx
 import numpy as np
 import soundfile as sf
 
+from app.client.config import api_key_from_env
 from app.constants import OUTPUT_SAMPLE_RATE_HZ
 
 QUERY_TYPES = ("text", "use_audio", "use_image", "use_video")
@@ -173,7 +173,7 @@ async def run_requests(base_url: str, *, query_type: str = "text", prompts: list
     modalities = modalities or ["text", "audio"]
     root = base_url.rstrip("/")
     api = root if root.endswith("/v1") else root + "/v1"
-    headers = {"Authorization": f"Bearer {os.environ.get('OPENAI_API_KEY', 'EMPTY')}"}
+    headers = {"Authorization": f"Bearer {api_key_from_env() or 'EMPTY'}"}
     async with httpx.AsyncClient(timeout=httpx.Timeout(600.0), headers=headers) as http:
         if model is None:
             model = (await http.get(api + "/models")).json()["data"][0]["id"]

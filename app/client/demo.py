@@ -16,7 +16,8 @@ Files written to ``output_dir``:
 * ``frames/frame_NNNN.jpg`` and ``frames/stack_NNNN.jpg`` — camera frames sent (video input).
 
 ``result.json``: ``ok`` (session created and closed, no ``error`` event, a decision seen, and
-audio when ``require_audio``), ``protocol_ok`` (no invariant violation), ``model_decision``
+audio when ``require_audio``), ``reason`` (why not, one line; None when ok), ``protocol_ok``
+(a session was created and no invariant was violated: nothing connected is not "protocol ok"), ``model_decision``
 (``speak`` if any response finished non-cancelled with output, else ``listen`` if the model
 listened, else ``None``), ``post_commit``, ``transcript``/``transcripts``, ``response_ids``,
 ``counts`` (events per GA type), ``audio_bytes``, ``audio_duration_s``, ``errors`` (server
@@ -33,6 +34,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,9 +42,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from app.client.collector import EventCollector
-from app.client.config import AudioFormat, SessionConfig
+from app.client.config import AudioFormat, SessionConfig, api_key_from_env
 from app.client.duplex import DuplexClient
-from app.client.invariants import check_invariants
+from app.client.invariants import check_invariants, failure_reason
 from app.client.latency import commit_latency, detect_speech_end_ms, speech_end_latency
 from app.client.protocol import (
     AUDIO_DELTA,
@@ -294,6 +296,7 @@ async def run_realtime_demo_async(
     instructions: str | None = None,
     require_audio: bool = False,
     speech_end_ms: float | None = None,
+    api_key: str | None = None,
 ) -> dict[str, Any]:
     """Run the demo inside a running event loop; see :func:`run_realtime_demo`."""
     out = Path(output_dir)
@@ -310,7 +313,7 @@ async def run_realtime_demo_async(
         speech_end_ms = detect_speech_end_ms(prepared.pcm16, INPUT_SAMPLE_RATE_HZ)
     config = SessionConfig(instructions=instructions, ref_audio=_ref_audio_value(ref_audio))
     collector = EventCollector(output_sample_rate_hz=OUTPUT_SAMPLE_RATE_HZ)
-    client = DuplexClient(url, model, config, collector=collector)
+    client = DuplexClient(url, model, config, collector=collector, api_key=api_key)
     errors: list[dict[str, Any]] = []
     post: dict[str, Any] = {
         "input_committed_event_index": None,
@@ -398,9 +401,11 @@ def _write_results(
         and post["decision"] is not None
         and (audio or not require_audio)
     )
+    connected = bool(counts.get("session.created"))
     result: dict[str, Any] = {
         "ok": ok,
-        "protocol_ok": not violations,
+        "reason": None if ok else failure_reason(counts, all_errors, post, bool(audio), require_audio),
+        "protocol_ok": connected and not violations,
         "url": client.url,
         "session_id": client.session_id,
         "model_decision": decision,
@@ -454,6 +459,7 @@ def run_realtime_demo(
     instructions: str | None = None,
     require_audio: bool = False,
     speech_end_ms: float | None = None,
+    api_key: str | None = None,
 ) -> dict[str, Any]:
     """Stream one input through a duplex session and write the demo's files (blocking).
 
@@ -478,6 +484,7 @@ def run_realtime_demo(
         require_audio: ``ok`` only if output audio arrived.
         speech_end_ms: end of the user's speech on the input's clock, ms; default:
             :func:`app.client.latency.detect_speech_end_ms` on the input audio.
+        api_key: a keyed server's key (sent as ``Authorization: Bearer``).
 
     Returns:
         The ``result.json`` dict. Server/transport failures do not raise: they end up in
@@ -504,6 +511,7 @@ def run_realtime_demo(
             instructions=instructions,
             require_audio=require_audio,
             speech_end_ms=speech_end_ms,
+            api_key=api_key,
         )
     )
 
@@ -546,6 +554,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--speech-end-ms", type=float, default=None, help="end of speech in the input, ms"
     )
+    parser.add_argument("--api-key", default=None,
+                        help="a keyed server's key (default: $OPENAI_API_KEY, else the first of $OMNI_API_KEY)")
     return parser
 
 
@@ -571,10 +581,11 @@ def main_realtime_demo(argv: Sequence[str] | None = None) -> int:
         instructions=args.instructions,
         require_audio=args.require_audio,
         speech_end_ms=args.speech_end_ms,
+        api_key=args.api_key or api_key_from_env(),
     )
     summary = {
         key: result[key]
-        for key in ("ok", "protocol_ok", "model_decision", "transcript", "audio_duration_s")
+        for key in ("ok", "reason", "protocol_ok", "model_decision", "transcript", "audio_duration_s")
     }
     summary["latency"] = {
         k: result["latency"][k]
@@ -582,4 +593,6 @@ def main_realtime_demo(argv: Sequence[str] | None = None) -> int:
     }
     summary["output_dir"] = str(args.output_dir)
     print(json.dumps(summary, ensure_ascii=False))
+    if not result["ok"]:
+        print(f"realtime-demo failed: {result['reason']}", file=sys.stderr)
     return 0 if result["ok"] else 1

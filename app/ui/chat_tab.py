@@ -182,7 +182,10 @@ def build_chat_tab(app_ref: dict[str, Any], engine: Any) -> None:
                              model=engine.config.server.served_model_name, max_tokens=int(tokens),
                              temperature=temp, ref_audio=reference_voice(ref) if ref else None)
         transport = httpx.ASGITransport(app=app_ref["app"])
-        async with httpx.AsyncClient(transport=transport, base_url="http://ui.local", timeout=CHAT_TIMEOUT_S) as client:
+        keys = engine.config.server.api_keys  # the page itself passed the key check (or is public)
+        auth = {"Authorization": f"Bearer {keys[0]}"} if keys else {}
+        async with httpx.AsyncClient(transport=transport, base_url="http://ui.local", timeout=CHAT_TIMEOUT_S,
+                                     headers=auth) as client:
             r = await client.post("/v1/chat/completions", json=body)
         if r.status_code != 200:
             try:

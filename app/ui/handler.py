@@ -50,6 +50,7 @@ import numpy as np
 from fastrtc import AdditionalOutputs, AsyncAudioVideoStreamHandler, CloseStream
 from fastrtc.utils import get_current_context
 
+from app.api.auth import current_principal
 from app.backend.duplex.manager import CapacityExhausted
 from app.backend.protocol import commands as C
 from app.backend.protocol import events as E
@@ -210,10 +211,14 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             await self._refuse("The model is still loading. Try again in a moment.")
             return
         try:
-            self.session = sessions.open()
+            self.session = sessions.open(owner=current_principal.get())
         except CapacityExhausted as exc:
-            await self._refuse(f"Server is full: all {exc.limit} conversation slot(s) are in use. "
-                               "Please try again in a minute.")
+            if exc.scope == "client":
+                await self._refuse(f"You already have {exc.limit} conversation(s) open here; "
+                                   "stop one (or close its tab) and press Start again.")
+            else:
+                await self._refuse(f"Server is full: all {exc.limit} conversation slot(s) are in use. "
+                                   "Please try again in a minute.")
             return
         caps = self.engine.capabilities()
         # (reads and re-encodes an uploaded reference voice, if any: off the event loop)
@@ -532,7 +537,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         elif isinstance(ev, E.ResponseDone):
             if ev.status == "cancelled":
                 self.flush_output(ev.response_id)
-            elif ev.status == "completed" and ev.reason is None:
+            elif ev.status == "completed" and ev.reason in (None, "max_output_tokens"):
                 self._done_ok.add(ev.response_id)
                 v.turns += 1
                 v.touch()

@@ -3,8 +3,8 @@
 Layout: a "Talk" tab (WebRTC start/stop, camera + mic or mic only, live captions, metrics,
 force listen, settings) and a "Chat (no mic)" tab (:mod:`app.ui.chat_tab`).
 
-Offline by construction: no STUN on either side (``rtc_configuration=None`` in the page,
-``server_rtc_configuration={"iceServers": []}`` for aiortc), a system-font theme (no web fonts),
+Offline by construction: no STUN on either side unless ``server.ice_servers`` names some
+(``rtc_configuration=None`` in the page, ``server_rtc_configuration={"iceServers": []}`` for aiortc), a system-font theme (no web fonts),
 ``GRADIO_ANALYTICS_ENABLED=False``, and none of FastRTC's VAD/STT/TTS helpers (they download
 models). Two WebRTC components share one handler class (:class:`~app.ui.handler.OmniHandler`):
 ``audio-video`` and ``audio``; the camera switch shows one or the other.
@@ -92,7 +92,13 @@ def _theme() -> gr.themes.Base:
     return gr.themes.Default(font=["system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
 
 
-def _webrtc(modality: str, *, elem_id: str, label: str) -> WebRTC:
+def rtc_configuration(config: Any) -> dict[str, Any] | None:
+    """The page's and aiortc's ICE config: ``server.ice_servers`` (STUN/TURN), else None (host candidates only)."""
+    ice = list(config.server.ice_servers)
+    return {"iceServers": ice} if ice else None
+
+
+def _webrtc(modality: str, *, elem_id: str, label: str, ice: dict[str, Any] | None = None) -> WebRTC:
     constraints: dict[str, Any] = (
         {"audio": AUDIO_CONSTRAINTS, "video": VIDEO_CONSTRAINTS} if modality == "audio-video" else AUDIO_CONSTRAINTS
     )
@@ -100,8 +106,8 @@ def _webrtc(modality: str, *, elem_id: str, label: str) -> WebRTC:
         label=label,
         modality=modality,  # type: ignore[arg-type]
         mode="send-receive",
-        rtc_configuration=None,
-        server_rtc_configuration=SERVER_RTC_CONFIGURATION,
+        rtc_configuration=ice,
+        server_rtc_configuration=ice or SERVER_RTC_CONFIGURATION,
         track_constraints=constraints,
         full_screen=False,
         button_labels=BUTTON_LABELS,
@@ -143,9 +149,11 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
                         # visibility update would make Gradio answer offers from a per-session copy of the
                         # component that has no handler).
                         with gr.Column(elem_id="av-wrap"):
-                            rtc_av = _webrtc("audio-video", elem_id="webrtc-av", label="Conversation (camera + mic)")
+                            rtc_av = _webrtc("audio-video", elem_id="webrtc-av", label="Conversation (camera + mic)",
+                                             ice=rtc_configuration(cfg))
                         with gr.Column(elem_id="audio-wrap", elem_classes=["omni-hidden"]):
-                            rtc_a = _webrtc("audio", elem_id="webrtc-audio", label="Conversation (mic only)")
+                            rtc_a = _webrtc("audio", elem_id="webrtc-audio", label="Conversation (mic only)",
+                                            ice=rtc_configuration(cfg))
                         with gr.Row():
                             force = gr.Button("Force listen", elem_id="force-listen", variant="secondary")
                         status = gr.HTML(render_status(empty), elem_id="status-box", padding=False)
@@ -274,8 +282,8 @@ def mount_ui(app: FastAPI, engine: Any) -> None:
 
     api_handler = OmniHandler(engine, registry, defaults=defaults, page_outputs=False, args_timeout_s=0)
     stream = Stream(api_handler, mode="send-receive", modality="audio-video",
-                    concurrency_limit=int(cfg.ui.concurrency_limit), rtc_configuration=None,
-                    server_rtc_configuration=SERVER_RTC_CONFIGURATION,
+                    concurrency_limit=int(cfg.ui.concurrency_limit), rtc_configuration=rtc_configuration(cfg),
+                    server_rtc_configuration=rtc_configuration(cfg) or SERVER_RTC_CONFIGURATION,
                     track_constraints={"audio": AUDIO_CONSTRAINTS, "video": VIDEO_CONSTRAINTS}, verbose=False)
     stream.mount(app)
     install_routes(app, registry)

@@ -43,7 +43,7 @@ from app.backend.duplex.context import ContextWindow
 from app.backend.duplex.echo import EchoGate
 from app.backend.duplex.history import History
 from app.backend.duplex.inputs import InputDecoder
-from app.backend.duplex.playback import PlaybackLedger, heard_text
+from app.backend.duplex.playback import PlaybackLedger, clamp_ack, heard_text
 from app.backend.duplex.recorder import NO_RECORDER
 from app.backend.duplex.replies import Posted, ReplyRunner
 from app.backend.duplex.settings import SessionSettings, apply_update
@@ -444,7 +444,7 @@ class DuplexSession:
         if r is not None and r.created and rid == r.response_id:  # playing now: say what was heard so far
             heard_now = heard_text(r.clock.text_sent, r.clock.marks, msg.played_ms)
             self._emit(E.PlaybackAcknowledged(epoch=self.epoch, response_id=rid, played_ms=msg.played_ms,
-                                              committed_ms=min(msg.played_ms, r.clock.sent_ms),
+                                              **clamp_ack(msg.played_ms, r.clock.sent_ms),
                                               truncate=msg.truncate, history_committed=heard_now))
             return
         heard = self._ledger.acknowledge(msg, self.turn_id)
@@ -454,7 +454,7 @@ class DuplexSession:
         if not in_history and ack_only and heard.text or in_history and (ack_only or msg.truncate):
             self._history.put(item, Turn("assistant", heard.text))
         self._emit(E.PlaybackAcknowledged(epoch=self.epoch, response_id=heard.response.response_id,
-                                          played_ms=msg.played_ms, committed_ms=heard.committed_ms,
+                                          played_ms=msg.played_ms, **clamp_ack(msg.played_ms, heard.delivered_ms),
                                           truncate=msg.truncate, history_committed=heard.text))
 
     # ------------------------------------------------------------------ turn signals -> replies

@@ -275,14 +275,15 @@ class RemoteEngine:
     """Chat completions go to a backend (``forward_chat``)."""
 
     def _our_names(self) -> set[str | None]:
-        names: set[str | None] = {None, "", self.config.server.served_model_name, self.config.model_family}
+        srv = self.config.server
+        names: set[str | None] = {None, "", srv.served_model_name, *srv.served_model_aliases, self.config.model_family}
         for b in self.pool.backends if self.pool else ():
             names.update({b.remote_model, b.configured_model, *b.remote_models})
         return names
 
     def serves_model(self, name: str | None) -> bool:
-        """Whether a client's ``model`` names what this server serves: ours, or any backend's name
-        (each backend gets its own name for it, see :meth:`forward_chat`)."""
+        """Whether a client's ``model`` names what this server serves: ours (aliases too), or any
+        backend's name (each backend gets its own name for it, see :meth:`forward_chat`)."""
         return not name or name in self._our_names()
 
     # ------------------------------------------------------------------ chat

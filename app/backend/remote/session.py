@@ -327,9 +327,13 @@ class RemoteSession:
         if not order:
             code, message = self._backend.no_backend()
             self._remote_ended = True
-            self._error(code, message, error_type="rate_limit_error" if code == RESOURCE_EXHAUSTED else "server_error")
-            if code == RESOURCE_EXHAUSTED:
+            if code == RESOURCE_EXHAUSTED:  # retryable: a probe (every health_interval_s) may show room
+                probe_s = getattr(self._backend.config.remote, "health_interval_s", 2.0)
+                self._emit(E.ErrorEvent(epoch=self.epoch, code=code, message=message, error_type="rate_limit_error",
+                                        retryable=True, retry_after_ms=int(probe_s * 1000)))
                 self._backend.metrics.sessions_refused.inc()
+            else:
+                self._error(code, message, error_type="server_error")
             self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason=code))
             return None
         refusal: E.ErrorEvent | None = None
@@ -552,6 +556,8 @@ class RemoteSession:
             self._adopt_session(ev)
         elif isinstance(ev, E.ErrorEvent) and self.remote_session_id is None:
             self._handshake_error = ev
+            if ev.code == "resource_exhausted" and ev.retryable is None:
+                ev.retryable = True  # vLLM-Omni marks capacity refusals retryable
         elif isinstance(ev, (E.AudioDelta, E.ResponseListen)) and ev.session_id:
             ev.session_id = self.id
         elif isinstance(ev, RawEvent) and self.remote_session_id and ev.data.get("session_id") == self.remote_session_id:
