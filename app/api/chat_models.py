@@ -238,14 +238,17 @@ def completion_response(
     usage_obj: dict[str, int],
     layout: str,
     extra: dict[str, Any],
+    finish_reason: str = "stop",
 ) -> dict[str, Any]:
-    """The non-streaming ``chat.completion`` body (see the module docstring for ``layout``)."""
+    """The non-streaming ``chat.completion`` body (see the module docstring for ``layout``);
+    ``finish_reason`` is ``stop`` or ``length`` (the reply was cut by ``max_tokens``)."""
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
-    choices: list[dict[str, Any]] = [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}]
+    choices: list[dict[str, Any]] = [{"index": 0, "message": message, "logprobs": None,
+                                      "finish_reason": finish_reason}]
     if audio is not None:
         if layout == "vllm_omni":
             choices.append({"index": 1, "message": {"role": "assistant", "content": None, "audio": audio},
-                            "logprobs": None, "finish_reason": "stop"})
+                            "logprobs": None, "finish_reason": finish_reason})
         else:
             message["audio"] = audio
     return {

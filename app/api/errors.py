@@ -21,20 +21,33 @@ class APIError(Exception):
         code: stable machine code (``invalid_audio``, ``unsupported_modality`` ...).
         param: the offending request field, dotted (``messages[0].content[1].input_audio.data``).
         type: OpenAI error type (``invalid_request_error``, ``server_error``).
+        retry_after_ms: a retryable refusal (503 / 429): when to retry, ms; sent as the
+            ``Retry-After`` header (whole seconds, rounded up) and ``retryable`` /
+            ``retry_after_ms`` in the body.
     """
 
     def __init__(self, status: int, message: str, *, code: str, param: str | None = None,
-                 type: str = "invalid_request_error") -> None:
+                 type: str = "invalid_request_error", retry_after_ms: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
         self.param = param
         self.type = type
+        self.retry_after_ms = retry_after_ms
 
     def body(self) -> dict:
         """The JSON body."""
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        err = {"message": self.message, "type": self.type, "param": self.param, "code": self.code}
+        if self.retry_after_ms is not None:
+            err |= {"retryable": True, "retry_after_ms": int(self.retry_after_ms)}
+        return {"error": err}
+
+    def headers(self) -> dict[str, str] | None:
+        """``Retry-After`` for a retryable refusal, else None."""
+        if self.retry_after_ms is None:
+            return None
+        return {"Retry-After": str(max(1, -(-int(self.retry_after_ms) // 1000)))}
 
 
 def bad_request(message: str, *, code: str = "invalid_request", param: str | None = None) -> APIError:
@@ -47,7 +60,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(APIError)
     async def _api_error(_: Request, exc: APIError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers())
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -13,6 +13,7 @@ import logging
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from app.api.auth import PRINCIPAL
 from app.backend.duplex.manager import CapacityExhausted
 from app.backend.protocol import commands as C
 from app.backend.protocol import events as E
@@ -23,10 +24,10 @@ router = APIRouter()
 _TRUE = ("1", "true", "on", "yes")
 
 
-async def _refuse(ws: WebSocket, code: str, message: str, error_type: str, close_code: int) -> None:
-    """Handshake error: the flat shape plus the nested one, then close."""
-    await ws.send_json({"type": "error", "code": code, "message": message,
-                        "error": {"type": error_type, "code": code, "message": message}})
+async def _refuse(ws: WebSocket, code: str, message: str, error_type: str, close_code: int, **extra: object) -> None:
+    """Handshake error: the flat shape plus the nested one (``extra`` in both), then close."""
+    await ws.send_json({"type": "error", "code": code, "message": message, **extra,
+                        "error": {"type": error_type, "code": code, "message": message, **extra}})
     await ws.close(code=close_code)
 
 
@@ -57,9 +58,10 @@ async def realtime(ws: WebSocket) -> None:
         if first["type"] == "websocket.disconnect":
             return
     try:
-        session = engine.sessions.open()
+        session = engine.sessions.open(owner=ws.scope.get(PRINCIPAL))
     except CapacityExhausted as exc:
-        await _refuse(ws, exc.code, str(exc), "rate_limit_error", 1013)
+        await _refuse(ws, exc.code, str(exc), "rate_limit_error", 1013, retryable=exc.retryable,
+                      retry_after_ms=exc.retry_after_ms, limit_scope=exc.scope)
         return
     if autostart:
         session.submit(C.SessionUpdate(type="session.update", session={}))

@@ -50,12 +50,15 @@ class ReplyText:
         user_text: what the model understood the user said (text parts + transcripts).
         seen_text: what it read in the images.
         ttft_s: seconds from request start to the text.
+        finish_reason: ``stop``, or ``length`` when ``max_tokens`` cut the reply (see
+            :class:`~app.backend.pipeline.stages.GeneratedReply`).
     """
 
     text: str
     user_text: str
     seen_text: list[str]
     ttft_s: float
+    finish_reason: str = "stop"
 
 
 async def run_chat(
@@ -75,8 +78,9 @@ async def run_chat(
     if not user_text and not seen:
         raise EmptyPrompt("No text prompt found in messages (no text, no intelligible speech, no readable image)")
     prompt = ThinkerPrompt(inp.instructions, list(inp.history), user_text or "What do you see?", seen)
-    text = (await pipeline.generate(ctx, prompt, params)).strip()
-    yield ReplyText(text, user_text, seen, time.perf_counter() - t0)
+    reply = await pipeline.generate_reply(ctx, prompt, params)
+    text = reply.text.strip()
+    yield ReplyText(text, user_text, seen, time.perf_counter() - t0, reply.finish_reason)
     segments = segment_text(text) if text else []
     if speech and segments:
         async for chunk in pipeline.speak(ctx, segments):

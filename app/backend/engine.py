@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from app.backend.duplex.manager import SessionManager
+from app.backend.duplex.recorder import recorder_factory
 from app.backend.duplex.session import DuplexSession, SessionDeps
 from app.backend.metrics import EngineMetrics
 from app.backend.pipeline.stages import ModelFamily
@@ -112,6 +113,7 @@ class Engine:
             capabilities=self.capabilities(),
             max_context_tokens=getattr(cfg.duplex_session, "max_context_tokens", None) or caps.max_context_tokens,
             vision=caps.vision,
+            recorder=recorder_factory(cfg),  # None unless recording.dir (serve --record-dir)
         )
         self.sessions = SessionManager(
             cfg, self.metrics, lambda sid, on_closed: DuplexSession(sid, deps, on_closed=on_closed)
@@ -133,15 +135,16 @@ class Engine:
 
     def serves_model(self, name: str | None) -> bool:
         """Whether a client's ``model`` names what this server serves (``None`` = any)."""
-        return not name or name in (self.config.server.served_model_name, self.config.model_family)
+        srv = self.config.server
+        return not name or name in (srv.served_model_name, *srv.served_model_aliases, self.config.model_family)
 
     async def models(self) -> dict[str, Any]:
-        """What ``GET /v1/models`` answers (OpenAI ``list`` shape)."""
+        """What ``GET /v1/models`` answers (OpenAI ``list`` shape): the served name, then its aliases."""
+        srv = self.config.server
         return {
             "object": "list",
-            "data": [{"id": self.config.server.served_model_name, "object": "model",
-                      "created": int(self.started_at or 0), "owned_by": "omni-duplex",
-                      "root": self.config.model_family}],
+            "data": [{"id": name, "object": "model", "created": int(self.started_at or 0), "owned_by": "omni-duplex",
+                      "root": self.config.model_family} for name in (srv.served_model_name, *srv.served_model_aliases)],
         }
 
     def capabilities(self) -> dict[str, Any]:

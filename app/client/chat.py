@@ -4,9 +4,9 @@
 [--text-only] [--deploy-config F]``
 
 * With ``--url`` the request goes to ``POST {url}/v1/chat/completions`` through the ``openai``
-  SDK (non-streaming; key from ``OPENAI_API_KEY``, default ``EMPTY``); the model name is the
+  SDK (non-streaming; key from ``OPENAI_API_KEY``, else ``OMNI_API_KEY``, default ``EMPTY``); the model name is the
   server's first ``/v1/models`` entry.
-* Without ``--url`` the deploy config's model family is loaded here and
+* Without ``--url`` the deploy config's model family is loaded here (a note on stderr says so) and
   :func:`app.backend.chat.run_chat` is called directly (no HTTP).
 
 Prints what the model heard (in-process only), the reply transcript and the path of the reply
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from app.client.config import api_key_from_env
 from app.media import MediaError, guess_audio_format, to_data_url
 
 _IMAGE_MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
@@ -52,10 +52,14 @@ def build_messages(text: str | None, audio: Path | None, image: Path | None) -> 
     return [{"role": "user", "content": parts}]
 
 
+IN_PROCESS_NOTE = ("note: no --url given, so the models are loaded in this process (slow to start; a running "
+                   "server is not used). To ask a server: --url http://127.0.0.1:7860")
+
+
 def _remote(args: argparse.Namespace, messages: list[dict[str, Any]], out: Path) -> tuple[str, str | None]:
     from openai import OpenAI
 
-    client = OpenAI(base_url=_api_base(args.url), api_key=os.environ.get("OPENAI_API_KEY", "EMPTY"), max_retries=0)
+    client = OpenAI(base_url=_api_base(args.url), api_key=api_key_from_env() or "EMPTY", max_retries=0)
     model = client.models.list().data[0].id
     kwargs: dict[str, Any] = {"modalities": ["text"]}
     if not args.text_only:
@@ -114,9 +118,55 @@ async def _local(args: argparse.Namespace, out: Path) -> tuple[str, str, str | N
         await engine.stop()
 
 
+_GUIDE_FLAGS = ("video", "host", "port", "model", "query_type", "modalities", "stream", "prompts",
+                "max_tokens", "temperature")
+
+
+def _uses_guide_client(args: argparse.Namespace) -> bool:
+    return bool(any(getattr(args, k, None) for k in _GUIDE_FLAGS) or getattr(args, "num_concurrent_requests", 1) > 1)
+
+
+def _run_guide_client(args: argparse.Namespace, out: Path) -> int:
+    from app.client.chat_multi import print_outcomes, run_requests
+
+    url = args.url or f"http://{args.host or '127.0.0.1'}:{args.port or 8000}"
+    modalities = [m.strip() for m in (args.modalities or ("text" if args.text_only else "text,audio")).split(",")]
+    query_type = args.query_type or "text"
+    prompts = [p for p in args.prompts.split(",") if p.strip()] if args.prompts else ([args.text] if args.text else None)
+    if args.audio and not args.text and query_type == "text":
+        query_type, prompts = "use_audio", [""]
+    outcomes, summary = asyncio.run(run_requests(
+        url, query_type=query_type, prompts=prompts, n=args.num_concurrent_requests, stream=args.stream,
+        modalities=modalities, model=args.model, audio=Path(args.audio) if args.audio else None,
+        image=Path(args.image) if args.image else None, video=Path(args.video) if args.video else None,
+        max_tokens=args.max_tokens, temperature=args.temperature, out=out))
+    return print_outcomes(outcomes, summary)
+
+
 def run_chat_cli(args: argparse.Namespace) -> int:
-    """Run ``python -m app chat``; returns the exit code (0 ok, 1 request failed, 2 bad arguments)."""
+    """Run ``python -m app chat``; returns the exit code (0 ok, 1 request failed, 2 bad arguments).
+
+    The guide's client options (``--query-type``, ``--stream``, ``--num-concurrent-requests``,
+    ``--prompts``, ``--video``, ``--modalities``, ``--model``, ``--host/--port``) go through
+    :mod:`app.client.chat_multi` (server only)."""
     out = Path(args.out)
+    if _uses_guide_client(args):
+        for name in ("audio", "image", "video"):
+            value = getattr(args, name, None)
+            if value and not Path(value).is_file():
+                print(f"error: --{name} {value}: no such file", file=sys.stderr)
+                return 2
+        if not (args.url or getattr(args, "host", None) or getattr(args, "port", None)):
+            print("error: these options need a server: --url or --host/--port", file=sys.stderr)
+            return 2
+        try:
+            return _run_guide_client(args, out)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if not (args.text or args.audio):
+        print("error: one of --text / --audio (or --query-type) is required", file=sys.stderr)
+        return 2
     for name in ("audio", "image"):
         value = getattr(args, name, None)
         if value and not Path(value).is_file():
@@ -128,6 +178,7 @@ def run_chat_cli(args: argparse.Namespace) -> int:
                                       Path(args.image) if args.image else None)
             text, wav = _remote(args, messages, out)
         else:
+            print(IN_PROCESS_NOTE, file=sys.stderr, flush=True)
             heard, text, wav = asyncio.run(_local(args, out))
             print(f"heard: {heard}")
     except MediaError as exc:

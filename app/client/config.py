@@ -193,3 +193,11 @@ def units_closed_by(audio_end_ms: float, unit_ms: int = UNIT_MS) -> int:
     if audio_end_ms < FIRST_UNIT_MS:
         return 0
     return int((audio_end_ms - FIRST_UNIT_MS) // unit_ms) + 1
+
+
+def api_key_from_env() -> str | None:
+    """The key for a keyed server: ``OPENAI_API_KEY``, else the first of ``OMNI_API_KEY`` (comma-separated)."""
+    import os
+
+    keys = [k.strip() for k in os.environ.get("OMNI_API_KEY", "").split(",") if k.strip()]
+    return os.environ.get("OPENAI_API_KEY") or (keys[0] if keys else None)

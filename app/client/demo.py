@@ -16,7 +16,8 @@ Files written to ``output_dir``:
 * ``frames/frame_NNNN.jpg`` and ``frames/stack_NNNN.jpg`` — camera frames sent (video input).
 
 ``result.json``: ``ok`` (session created and closed, no ``error`` event, a decision seen, and
-audio when ``require_audio``), ``protocol_ok`` (no invariant violation), ``model_decision``
+audio when ``require_audio``), ``reason`` (why not, one line; None when ok), ``protocol_ok``
+(a session was created and no invariant was violated: nothing connected is not "protocol ok"), ``model_decision``
 (``speak`` if any response finished non-cancelled with output, else ``listen`` if the model
 listened, else ``None``), ``post_commit``, ``transcript``/``transcripts``, ``response_ids``,
 ``counts`` (events per GA type), ``audio_bytes``, ``audio_duration_s``, ``errors`` (server
@@ -33,6 +34,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,9 +42,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from app.client.collector import EventCollector
-from app.client.config import AudioFormat, SessionConfig
+from app.client.config import AudioFormat, SessionConfig, api_key_from_env
 from app.client.duplex import DuplexClient
-from app.client.invariants import check_invariants
+from app.client.invariants import check_invariants, failure_reason
 from app.client.latency import commit_latency, detect_speech_end_ms, speech_end_latency
 from app.client.protocol import (
     AUDIO_DELTA,
@@ -71,6 +73,7 @@ def load_input(
     video_fps: float,
     stack_frames: int,
     frames_dir: Path | None = None,
+    frame_max_side: int = 0,
 ) -> DemoInput:
     """Decode the demo input.
 
@@ -79,15 +82,22 @@ def load_input(
     ``video_fps`` (frame ``k`` rides unit ``k``, so use ``1000 / unit_ms`` fps to keep camera and
     audio in step); with ``stack_frames = N > 1`` the video is sampled at ``N * video_fps`` and
     the ``N - 1`` samples after each base frame are tiled into one composite
-    (:func:`app.media.stack_frames`). Frames are JPEG-encoded and, when ``frames_dir`` is given,
-    saved there.
+    (:func:`app.media.stack_frames`). ``frame_max_side > 0`` downscales each frame so its longer
+    side is at most that many pixels (the guide's ``--frame-max-side``; 0 keeps the capture size).
+    Frames are JPEG-encoded and, when ``frames_dir`` is given, saved there.
 
     Raises:
         ValueError: neither input given, ``stack_frames < 1`` or ``video_fps <= 0``.
         app.media.MediaError: undecodable media.
         OSError: unreadable files.
     """
-    from app.media import decode_audio, demux_video, encode_jpeg, float_to_pcm16
+    from app.media import (
+        decode_audio,
+        demux_video,
+        encode_jpeg,
+        fit_within,
+        float_to_pcm16,
+    )
     from app.media import stack_frames as tile_frames
 
     if input_wav is None and input_video is None:
@@ -101,8 +111,11 @@ def load_input(
             Path(input_video), fps=video_fps * stack_frames, audio_rate=INPUT_SAMPLE_RATE_HZ
         )
         audio = video.audio
-        for start in range(0, len(video.frames), stack_frames):
-            group = video.frames[start : start + stack_frames]
+        frames = video.frames
+        if frame_max_side > 0:
+            frames = [fit_within(f, frame_max_side) if max(f.shape[:2]) > frame_max_side else f for f in frames]
+        for start in range(0, len(frames), stack_frames):
+            group = frames[start : start + stack_frames]
             prepared.frames.append(
                 _jpeg_b64(encode_jpeg(group[0]), frames_dir, f"frame_{len(prepared.frames):04d}")
             )
@@ -150,15 +163,31 @@ async def _follow_audio(client: DuplexClient, sink: BinaryIO) -> None:
             await client.wait_for(lambda _e: True, 3600.0, after_index=cursor, raise_on_error=False)
 
 
-async def _ack_collected_playback(client: DuplexClient) -> None:
-    """Ack every response's received audio as played (0 ms for a silent, unfinished one)."""
+ACK_INTERVAL_S = 0.25
+"""How often the demo acks playback while it streams (vLLM-Omni's Omni-DuplexEval runner acks every
+~250 ms while audio plays)."""
+
+
+async def _ack_collected_playback(client: DuplexClient, acked: dict[str, float],
+                                  skip: frozenset[str] = frozenset()) -> None:
+    """Ack every response's received audio as played (0 ms for a silent, unfinished one).
+
+    ``acked`` (response id -> ms acked) skips responses already acked at their full length, and
+    ``skip`` names responses that may no longer be acked: an ack of an earlier response after a later
+    turn was committed is refused by the server (``playback_ack_too_late``)."""
     collector = client.collector
     output_format = AudioFormat("pcm16", collector.output_sample_rate_hz)
-    for rid in collector.response_ids:
+    for rid in list(collector.response_ids):
+        if rid in skip:
+            continue
         pcm = collector.audio_bytes(rid)
         if not pcm and collector.response_is_done(rid):
             continue
-        await client.ack_playback(rid, played_ms=output_format.duration_ms(len(pcm)))
+        played = output_format.duration_ms(len(pcm))
+        if acked.get(rid) == played and collector.response_is_done(rid):
+            continue
+        acked[rid] = played
+        await client.ack_playback(rid, played_ms=played)
 
 
 def _is_decision(event: dict[str, Any]) -> bool:
@@ -181,15 +210,29 @@ async def _converse(
     errors: list[dict[str, Any]],
 ) -> int:
     """Stream, commit and await the decision; returns the number of appends that carried frames."""
-    frames_sent = await client.stream_pcm(
-        prepared.pcm16,
-        chunk_ms=chunk_ms,
-        realtime=realtime,
-        video_frames=prepared.frames or None,
-        stacked_video_frames=prepared.composites or None,
-    )
-    await _ack_collected_playback(client)
+    acked: dict[str, float] = {}
+
+    async def ack_while_streaming() -> None:  # a client acks as it plays, not only at the end
+        while True:
+            await asyncio.sleep(ACK_INTERVAL_S)
+            await _ack_collected_playback(client, acked)
+
+    acker = asyncio.create_task(ack_while_streaming())
+    try:
+        frames_sent = await client.stream_pcm(
+            prepared.pcm16,
+            chunk_ms=chunk_ms,
+            realtime=realtime,
+            video_frames=prepared.frames or None,
+            stacked_video_frames=prepared.composites or None,
+        )
+    finally:
+        acker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await acker
+    await _ack_collected_playback(client, acked)
     commit_index = len(client.collector.events)
+    before_commit = frozenset(client.collector.response_ids)  # answers to turns before the commit
     await client.commit()
     deadline = time.monotonic() + timeout_s
     stage = "input_audio_buffer.committed"
@@ -219,7 +262,7 @@ async def _converse(
         errors.append({"type": "client.timeout", "stage": stage, "timeout_s": timeout_s})
     except DuplexProtocolError as exc:  # the error event itself is already in the collector
         post["stopped_by_error"] = exc.code or exc.message
-    await _ack_collected_playback(client)
+    await _ack_collected_playback(client, acked, skip=before_commit)
     return frames_sent
 
 
@@ -245,6 +288,7 @@ async def run_realtime_demo_async(
     input_video: str | Path | None = None,
     video_fps: float = 1.0,
     stack_frames: int = 1,
+    frame_max_side: int = 0,
     ref_audio: str | Path | None = None,
     chunk_ms: int = 200,
     realtime: bool = True,
@@ -252,6 +296,7 @@ async def run_realtime_demo_async(
     instructions: str | None = None,
     require_audio: bool = False,
     speech_end_ms: float | None = None,
+    api_key: str | None = None,
 ) -> dict[str, Any]:
     """Run the demo inside a running event loop; see :func:`run_realtime_demo`."""
     out = Path(output_dir)
@@ -262,12 +307,13 @@ async def run_realtime_demo_async(
         video_fps=video_fps,
         stack_frames=stack_frames,
         frames_dir=out / "frames" if input_video is not None else None,
+        frame_max_side=frame_max_side,
     )
     if speech_end_ms is None:
         speech_end_ms = detect_speech_end_ms(prepared.pcm16, INPUT_SAMPLE_RATE_HZ)
     config = SessionConfig(instructions=instructions, ref_audio=_ref_audio_value(ref_audio))
     collector = EventCollector(output_sample_rate_hz=OUTPUT_SAMPLE_RATE_HZ)
-    client = DuplexClient(url, model, config, collector=collector)
+    client = DuplexClient(url, model, config, collector=collector, api_key=api_key)
     errors: list[dict[str, Any]] = []
     post: dict[str, Any] = {
         "input_committed_event_index": None,
@@ -311,6 +357,7 @@ async def run_realtime_demo_async(
             "input_video": str(input_video) if input_video else None,
             "video_fps": video_fps,
             "stack_frames": stack_frames,
+            "frame_max_side": frame_max_side,
         },
     )
 
@@ -354,9 +401,11 @@ def _write_results(
         and post["decision"] is not None
         and (audio or not require_audio)
     )
+    connected = bool(counts.get("session.created"))
     result: dict[str, Any] = {
         "ok": ok,
-        "protocol_ok": not violations,
+        "reason": None if ok else failure_reason(counts, all_errors, post, bool(audio), require_audio),
+        "protocol_ok": connected and not violations,
         "url": client.url,
         "session_id": client.session_id,
         "model_decision": decision,
@@ -402,6 +451,7 @@ def run_realtime_demo(
     input_video: str | Path | None = None,
     video_fps: float = 1.0,
     stack_frames: int = 1,
+    frame_max_side: int = 0,
     ref_audio: str | Path | None = None,
     chunk_ms: int = 200,
     realtime: bool = True,
@@ -409,6 +459,7 @@ def run_realtime_demo(
     instructions: str | None = None,
     require_audio: bool = False,
     speech_end_ms: float | None = None,
+    api_key: str | None = None,
 ) -> dict[str, Any]:
     """Stream one input through a duplex session and write the demo's files (blocking).
 
@@ -424,6 +475,7 @@ def run_realtime_demo(
         input_video: optional video: camera frames, and the audio when ``input_wav`` is ``None``.
         video_fps: base frames per second; frame ``k`` rides unit ``k``.
         stack_frames: ``N``; ``N > 1`` adds one composite of ``N - 1`` sub-frames per unit.
+        frame_max_side: downscale frames to this longer side, px (0 = capture size).
         ref_audio: reference voice, a WAV path or a data URL.
         chunk_ms: append length, ms.
         realtime: pace appends like a microphone (needed for the ``stream_*`` figures).
@@ -432,6 +484,7 @@ def run_realtime_demo(
         require_audio: ``ok`` only if output audio arrived.
         speech_end_ms: end of the user's speech on the input's clock, ms; default:
             :func:`app.client.latency.detect_speech_end_ms` on the input audio.
+        api_key: a keyed server's key (sent as ``Authorization: Bearer``).
 
     Returns:
         The ``result.json`` dict. Server/transport failures do not raise: they end up in
@@ -450,6 +503,7 @@ def run_realtime_demo(
             input_video=input_video,
             video_fps=video_fps,
             stack_frames=stack_frames,
+            frame_max_side=frame_max_side,
             ref_audio=ref_audio,
             chunk_ms=chunk_ms,
             realtime=realtime,
@@ -457,6 +511,7 @@ def run_realtime_demo(
             instructions=instructions,
             require_audio=require_audio,
             speech_end_ms=speech_end_ms,
+            api_key=api_key,
         )
     )
 
@@ -482,6 +537,9 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--stack-frames", type=int, default=1, help="N: tile N-1 sub-frames per unit"
     )
+    parser.add_argument(
+        "--frame-max-side", type=int, default=0, help="downscale frames to this longer side, px (0 = keep)"
+    )
     parser.add_argument("--ref-audio", type=Path, default=None, help="reference voice WAV")
     parser.add_argument("--output-dir", type=Path, default=Path("out/realtime_demo"))
     parser.add_argument("--chunk-ms", type=int, default=200, help="append size, ms")
@@ -496,6 +554,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--speech-end-ms", type=float, default=None, help="end of speech in the input, ms"
     )
+    parser.add_argument("--api-key", default=None,
+                        help="a keyed server's key (default: $OPENAI_API_KEY, else the first of $OMNI_API_KEY)")
     return parser
 
 
@@ -513,6 +573,7 @@ def main_realtime_demo(argv: Sequence[str] | None = None) -> int:
         input_video=args.input_video,
         video_fps=args.video_fps,
         stack_frames=args.stack_frames,
+        frame_max_side=args.frame_max_side,
         ref_audio=args.ref_audio,
         chunk_ms=args.chunk_ms,
         realtime=not args.no_realtime_pacing,
@@ -520,10 +581,11 @@ def main_realtime_demo(argv: Sequence[str] | None = None) -> int:
         instructions=args.instructions,
         require_audio=args.require_audio,
         speech_end_ms=args.speech_end_ms,
+        api_key=args.api_key or api_key_from_env(),
     )
     summary = {
         key: result[key]
-        for key in ("ok", "protocol_ok", "model_decision", "transcript", "audio_duration_s")
+        for key in ("ok", "reason", "protocol_ok", "model_decision", "transcript", "audio_duration_s")
     }
     summary["latency"] = {
         k: result["latency"][k]
@@ -531,4 +593,6 @@ def main_realtime_demo(argv: Sequence[str] | None = None) -> int:
     }
     summary["output_dir"] = str(args.output_dir)
     print(json.dumps(summary, ensure_ascii=False))
+    if not result["ok"]:
+        print(f"realtime-demo failed: {result['reason']}", file=sys.stderr)
     return 0 if result["ok"] else 1

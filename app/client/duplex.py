@@ -136,8 +136,11 @@ class DuplexClient:
         await_session_updated: bool = True,
         auto_ack: bool = True,
         collector: EventCollector | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.config = config or SessionConfig()
+        self.api_key = api_key
+        """Sent as ``Authorization: Bearer`` on the handshake (a keyed server); None = none."""
         self.model = model
         self.url = build_realtime_url(url, model)
         self.handshake_timeout_s = handshake_timeout_s
@@ -194,8 +197,10 @@ class DuplexClient:
             TimeoutError: no ``session.created`` (or ``session.updated``) within the timeout.
         """
         try:
+            auth = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
             self._ws = await websockets.connect(
-                self.url, max_size=MAX_FRAME_BYTES, open_timeout=self.handshake_timeout_s
+                self.url, max_size=MAX_FRAME_BYTES, open_timeout=self.handshake_timeout_s,
+                additional_headers=auth,
             )
         except Exception as exc:
             raise DuplexConnectionError(f"connect to {self.url} failed: {exc}") from exc

@@ -233,3 +233,22 @@ def check_invariants(events: Iterable[Mapping[str, Any]]) -> list[str]:
             f"response {awaiting_rate_limits}: response.done not followed by rate_limits.updated",
         )
     return violations
+
+
+def failure_reason(counts: dict[str, int], errors: list[dict[str, Any]], post: dict[str, Any], audio: bool,
+                    require_audio: bool) -> str:
+    """Why a demo run (``realtime-demo``) is not ``ok``, in one line: the first error, else the
+    missing step (no ``session.created``, no decision after the commit, no audio when required)."""
+    if errors:
+        first = errors[0]
+        err = first.get("error")
+        if isinstance(err, dict):  # a server error event
+            return f"server error {err.get('code')}: {err.get('message')}"
+        return f"{err or first.get('type')}: {first.get('message', '')}".strip()
+    if not counts.get("session.created"):
+        return "no session: the server never sent session.created"
+    if post.get("decision") is None:
+        return "no decision: neither response.listen nor a response.done arrived after the commit"
+    if require_audio and not audio:
+        return "no audio: --require-audio was given and the reply had none"
+    return "the session did not end with session.closed"

@@ -1,4 +1,4 @@
-"""The deploy config: pydantic schema (:mod:`app.config.schema`) and YAML loader (:mod:`app.config.loader`).
+"""The deploy config: pydantic schema (:mod:`app.config.schema`, ``remote`` in :mod:`app.config.remote`) and YAML loader (:mod:`app.config.loader`).
 
 Usage::
 
@@ -19,6 +19,7 @@ from app.config.loader import (
     parse_stage_overrides,
     resolve_yaml,
 )
+from app.config.remote import RemoteBackendConfig, RemoteConfig
 from app.config.schema import (
     STAGE_IDS,
     STAGE_NAMES,
@@ -26,7 +27,6 @@ from app.config.schema import (
     DeployConfig,
     DuplexSessionConfig,
     LimitsConfig,
-    RemoteConfig,
     SamplingDefaults,
     ServerConfig,
     StageConfig,
@@ -44,6 +44,7 @@ __all__ = [
     "DeployConfig",
     "DuplexSessionConfig",
     "LimitsConfig",
+    "RemoteBackendConfig",
     "RemoteConfig",
     "SamplingDefaults",
     "ServerConfig",

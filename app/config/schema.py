@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from app.config.remote import RemoteConfig
 from app.constants import (
     ALLOWED_UNIT_MS,
     DEFAULT_CODEC_CHUNK_FRAMES,
@@ -176,6 +177,12 @@ class DuplexSessionConfig(BaseModel):
     """Fraction of the Thinker context at which the session starts reclaiming / refusing."""
     max_frames_per_unit: PosInt = 2
     """Images accepted per unit (base frame + optional composite on the wire)."""
+    max_sessions_per_client: PosInt | None = None
+    """Concurrent sessions one API key (or, with no key configured, one client address) may hold,
+    realtime and page together; None = only ``max_sessions``. Refused with ``resource_exhausted``."""
+    max_session_s: PosFloat | None = None
+    """Longest a session may last, s (a public demo); then ``session.expired{reason:
+    "max_session_length"}``. None = no limit."""
 
     @field_validator("chunk_period_ms")
     @classmethod
@@ -247,6 +254,38 @@ class ServerConfig(BaseModel):
     host: Annotated[str, Field(min_length=1)] = "0.0.0.0"
     port: Annotated[int, Field(ge=1, le=65535)] = 7860
     served_model_name: Annotated[str, Field(min_length=1)] = "tiny-omni"
+    served_model_aliases: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    """Further names ``/v1/models`` lists and the routes accept (``--served-model-name A B`` -> ``B``)."""
+    api_key: Annotated[str, Field(min_length=1)] | list[Annotated[str, Field(min_length=1)]] | None = None
+    """Key(s) every ``/v1/*`` route, the realtime WebSocket and the page need (vLLM's ``--api-key``);
+    None = open. ``python -m app serve --api-key`` and env ``OMNI_API_KEY`` override it."""
+    public_page: bool = False
+    """With a key set: serve the page (and its Gradio / WebRTC routes) without one (a public demo
+    whose API stays keyed). Without a key the page is open anyway."""
+    metrics_require_key: bool = False
+    """With a key set: ``/metrics`` needs it too (``/health`` is always open)."""
+    ssl_keyfile: Annotated[str, Field(min_length=1)] | None = None
+    ssl_certfile: Annotated[str, Field(min_length=1)] | None = None
+    """TLS key and certificate (PEM) for https/wss; browsers allow the microphone only on https or localhost."""
+    ice_servers: list[dict[str, Any]] = Field(default_factory=list)
+    """The page's WebRTC ICE servers (``[{"urls": "stun:host:3478"}, {"urls": "turn:h", "username": u,
+    "credential": c}]``); empty = host candidates only, nothing leaves the host."""
+
+    @property
+    def api_keys(self) -> tuple[str, ...]:
+        """The configured keys (empty: no key needed)."""
+        if self.api_key is None:
+            return ()
+        return (self.api_key,) if isinstance(self.api_key, str) else tuple(self.api_key)
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> ServerConfig:
+        if (self.ssl_keyfile is None) != (self.ssl_certfile is None):
+            raise ValueError("server.ssl_keyfile and server.ssl_certfile go together")
+        for i, ice in enumerate(self.ice_servers):
+            if not isinstance(ice.get("urls"), str | list) or not ice["urls"]:
+                raise ValueError(f"server.ice_servers[{i}]: needs 'urls' (a STUN/TURN URL or a list of them)")
+        return self
 
 
 class LimitsConfig(BaseModel):
@@ -336,27 +375,6 @@ class TurnPolicyConfig(BaseModel):
         return self
 
 
-class RemoteConfig(BaseModel):
-    """``remote`` (ours): a vLLM-Omni server the ``vllm_omni`` family forwards to."""
-
-    model_config = _OURS
-
-    url: str
-    """http(s) base URL, e.g. ``http://127.0.0.1:8091``."""
-    model: Annotated[str, Field(min_length=1)] | None = None
-    api_key: str | None = None
-    timeout_s: PosFloat = 60.0
-    ref_audio: Annotated[str, Field(min_length=1)] | None = None
-    """Reference voice (path or data URL) sent as the session ``ref_audio``."""
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
-            raise ValueError(f"must be an http(s):// base URL, got {value!r}")
-        return value.rstrip("/")
-
-
 class UIConfig(BaseModel):
     """``ui`` (ours): the Gradio / FastRTC page."""
 
@@ -367,6 +385,19 @@ class UIConfig(BaseModel):
     default_stack_frames: PosInt = 1
     """Camera frames per unit (1 = base frame only; N>1 tiles N-1 sub-frames into a composite)."""
     title: str = "Omni Duplex"
+
+
+class RecordingConfig(BaseModel):
+    """``recording`` (ours): session recordings (``serve --record-dir``); personal data, off by default."""
+
+    model_config = _OURS
+
+    dir: str | None = None
+    """Folder for one sub-folder per duplex session (None = no recording)."""
+    max_total_mb: PosFloat = 2048.0
+    """Disk bound of all recordings, MB: the oldest are deleted first when a session starts."""
+    max_age_days: PosFloat | None = None
+    """Recordings older than this are deleted when a session starts (None = kept until the disk bound)."""
 
 
 class DeployConfig(BaseModel):
@@ -398,7 +429,11 @@ class DeployConfig(BaseModel):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     turn_policy: TurnPolicyConfig = Field(default_factory=TurnPolicyConfig)
     remote: RemoteConfig | None = None
+    model: Annotated[str, Field(min_length=1)] | None = None
+    """``model_family: vllm_omni`` without ``remote`` (ours): the model directory (or id) vLLM-Omni
+    loads in this process; default ``$OMNI_VLLM_MODEL``, else ``openbmb/MiniCPM-o-4_5``."""
     ui: UIConfig = Field(default_factory=UIConfig)
+    recording: RecordingConfig = Field(default_factory=RecordingConfig)
     # ---- vLLM-Omni pipeline-wide keys: stored, applied by engine-backed families only ----
     platforms: dict[str, dict[str, Any] | None] | None = None
     """Per-platform stage overlays (``cuda``, ``npu`` …); applied only via ``load_deploy_config(platform=)``."""
@@ -461,7 +496,24 @@ class DeployConfig(BaseModel):
                 for edge, ref in (getattr(stage, attr) or {}).items():
                     if ref not in named:
                         raise ValueError(f"{where}.{attr}.{edge}: unknown connector {ref!r} (defined: {sorted(named)})")
+        self._check_gpu_memory()
         return self
+
+    def _check_gpu_memory(self) -> None:
+        """Per device, the stages' ``gpu_memory_utilization`` may not sum above 1.0 (a stage without
+        ``devices`` is on device 0, as CUDA_VISIBLE_DEVICES would give it)."""
+        per_device: dict[str, list[StageConfig]] = {}
+        for stage in self.stages:
+            if stage.gpu_memory_utilization is None:
+                continue
+            for dev in (stage.devices or "0").split(","):
+                per_device.setdefault(dev.strip(), []).append(stage)
+        for dev, stages in sorted(per_device.items()):
+            total = sum(s.gpu_memory_utilization or 0.0 for s in stages)
+            if total > 1.0 + 1e-9:
+                parts = " + ".join(f"stage {s.stage_id} ({s.name}) {s.gpu_memory_utilization:g}" for s in stages)
+                raise ValueError(f"stages: gpu_memory_utilization on device {dev} sums to {total:.2f} > 1.0: {parts}; "
+                                 "lower one of them or move a stage to another device")
 
     def stage(self, stage_id: int) -> StageConfig:
         """The stage with ``stage_id`` (0 Thinker, 1 Talker, 2 Code2Wav); ``KeyError`` if absent."""

@@ -3,7 +3,10 @@
 The tab calls the app's own chat route in-process through ``httpx.ASGITransport`` (no socket,
 no second code path): the request is exactly what an OpenAI client would send, so the page
 exercises the same parsing, limits and errors as the public API. The answer text, what the
-model heard/read (``x_omni``) and the spoken reply (24 kHz) are shown.
+model heard/read (``x_omni``) and the spoken reply (24 kHz) are shown. Max-tokens and temperature
+sliders set the request's sampling; a reference voice upload (resampled to 16 kHz mono, cut to 8 s)
+is offered only when the loaded family declares ``supports_voice_cloning`` (tiny does not: the
+upload is hidden and a note says so).
 """
 
 from __future__ import annotations
@@ -53,8 +56,32 @@ def media_part(path: str) -> dict[str, Any]:
     return {"type": kind, kind: {"url": to_data_url(p.read_bytes(), mime)}}
 
 
-def build_request(text: str, files: list[str], *, speech: bool, instructions: str, model: str) -> dict[str, Any]:
-    """The chat completions body for the tab's inputs."""
+REF_VOICE_MAX_S = 8.0
+"""A reference voice is cut to this long, seconds (after resampling to 16 kHz mono)."""
+
+
+def reference_voice(path: str) -> str:
+    """``path`` (any audio file) resampled to 16 kHz mono, cut to :data:`REF_VOICE_MAX_S`, as a WAV data URL.
+
+    Raises:
+        gr.Error: undecodable audio.
+    """
+    from app.constants import INPUT_SAMPLE_RATE_HZ
+    from app.media import encode_wav
+
+    try:
+        audio = decode_audio(Path(path).read_bytes(), target_rate=INPUT_SAMPLE_RATE_HZ, max_seconds=600)
+    except MediaError as exc:
+        raise gr.Error(f"Reference voice: {exc}") from None
+    audio = audio[: int(REF_VOICE_MAX_S * INPUT_SAMPLE_RATE_HZ)]
+    return to_data_url(encode_wav(audio, INPUT_SAMPLE_RATE_HZ), "audio/wav")
+
+
+def build_request(text: str, files: list[str], *, speech: bool, instructions: str, model: str,
+                  max_tokens: int | None = None, temperature: float | None = None,
+                  ref_audio: str | None = None) -> dict[str, Any]:
+    """The chat completions body for the tab's inputs (``ref_audio``: a data URL, sent as the
+    request's ``ref_audio`` field, for families that clone voices)."""
     parts: list[dict[str, Any]] = []
     if text and text.strip():
         parts.append({"type": "text", "text": text.strip()})
@@ -67,6 +94,12 @@ def build_request(text: str, files: list[str], *, speech: bool, instructions: st
                             "modalities": ["text", "audio"] if speech else ["text"]}
     if speech:
         body["audio"] = {"format": "wav"}
+    if max_tokens:
+        body["max_tokens"] = int(max_tokens)
+    if temperature is not None:
+        body["temperature"] = float(temperature)
+    if ref_audio:
+        body["ref_audio"] = ref_audio
     return body
 
 
@@ -111,6 +144,15 @@ def build_chat_tab(app_ref: dict[str, Any], engine: Any) -> None:
                               elem_id="chat-text")
             files = gr.File(label="Image / audio / video", file_count="multiple", type="filepath",
                             elem_id="chat-files")
+            sampling = engine.config.stage(0).default_sampling_params  # the route's defaults
+            with gr.Row():
+                max_tokens = gr.Slider(1, 512, value=sampling.max_tokens or 128, step=1, label="Max tokens",
+                                       elem_id="chat-max-tokens")
+                temperature = gr.Slider(0.0, 2.0, value=sampling.temperature if sampling.temperature is not None
+                                        else 0.7, step=0.05, label="Temperature", elem_id="chat-temperature")
+            voice = gr.Audio(label=f"Reference voice (16 kHz mono, first {REF_VOICE_MAX_S:.0f} s used)",
+                             sources=["upload"], type="filepath", interactive=False, elem_id="chat-voice-ref")
+            voice_note = gr.Markdown("", elem_id="chat-voice-note")
             with gr.Row():
                 speech = gr.Checkbox(value=True, label="Spoken answer", elem_id="chat-speech")
                 send = gr.Button("Send", variant="primary", elem_id="chat-send")
@@ -120,14 +162,30 @@ def build_chat_tab(app_ref: dict[str, Any], engine: Any) -> None:
                                elem_id="chat-heard")
             audio = gr.Audio(label="Spoken answer (24 kHz)", type="numpy", interactive=False, elem_id="chat-audio")
 
-    async def on_send(msg: str, paths: list[str] | None, spoken: bool) -> tuple[str, Any, str]:
+    def on_load() -> tuple[Any, str]:  # the family's capabilities (flags, not names); it may load late
+        try:
+            cloning = bool(engine.capabilities().get("supports_voice_cloning"))
+        except Exception:  # noqa: BLE001 - family not loaded yet
+            cloning = False
+        note = "" if cloning else ("Voice cloning is not supported by the loaded model family: "
+                                   "replies use its built-in voice.")
+        return gr.update(interactive=cloning, visible=cloning), note
+
+    gr.on(triggers=None, fn=on_load, inputs=None, outputs=[voice, voice_note], queue=False)
+
+    async def on_send(msg: str, paths: list[str] | None, spoken: bool, tokens: float, temp: float,
+                      ref: str | None) -> tuple[str, Any, str]:
         paths = [p if isinstance(p, str) else getattr(p, "name", str(p)) for p in (paths or [])]
         if not (msg and msg.strip()) and not paths:
             raise gr.Error("Type a message or upload a file.")
         body = build_request(msg or "", paths, speech=spoken, instructions="",
-                             model=engine.config.server.served_model_name)
+                             model=engine.config.server.served_model_name, max_tokens=int(tokens),
+                             temperature=temp, ref_audio=reference_voice(ref) if ref else None)
         transport = httpx.ASGITransport(app=app_ref["app"])
-        async with httpx.AsyncClient(transport=transport, base_url="http://ui.local", timeout=CHAT_TIMEOUT_S) as client:
+        keys = engine.config.server.api_keys  # the page itself passed the key check (or is public)
+        auth = {"Authorization": f"Bearer {keys[0]}"} if keys else {}
+        async with httpx.AsyncClient(transport=transport, base_url="http://ui.local", timeout=CHAT_TIMEOUT_S,
+                                     headers=auth) as client:
             r = await client.post("/v1/chat/completions", json=body)
         if r.status_code != 200:
             try:
@@ -138,8 +196,9 @@ def build_chat_tab(app_ref: dict[str, Any], engine: Any) -> None:
         text_out, audio_out, note = parse_response(r.json())
         return text_out, audio_out, note
 
-    send.click(on_send, inputs=[text, files, speech], outputs=[answer, audio, heard], concurrency_limit=2)
-    text.submit(on_send, inputs=[text, files, speech], outputs=[answer, audio, heard], concurrency_limit=2)
+    inputs = [text, files, speech, max_tokens, temperature, voice]
+    send.click(on_send, inputs=inputs, outputs=[answer, audio, heard], concurrency_limit=2)
+    text.submit(on_send, inputs=inputs, outputs=[answer, audio, heard], concurrency_limit=2)
 
 
-__all__ = ["build_chat_tab", "build_request", "media_part", "parse_response"]
+__all__ = ["build_chat_tab", "build_request", "media_part", "parse_response", "reference_voice"]

@@ -29,16 +29,13 @@ ErrorEvent             status line
 SessionClosed          drop output, status line
 =====================  ==================================================================
 
-The phase the page shows (listening / thinking / speaking / interrupted / error / ended) follows
-these events (:meth:`OmniHandler.set_phase`: ``{"type": "omni_phase", ...}`` on the data channel
-at once); speaking = a reply's released audio plays, interrupted = audio of a reply was cut.
+The page's state follows these events (:meth:`OmniHandler.set_phase`; app/ui/README.md).
 
 "Drop" is :meth:`OmniHandler.flush_output`: the backlog, FastRTC's ``clear_queue()`` (the lead
 already handed over), a ``playback.ack`` with ``truncate`` for what was heard and, when audio
 was cut, ``{"type": "flush"}`` to the page over the data channel (it confirms the page's own
-mute, ``assets/barge_in.js``). "Force
-listen" = flush + ``CancelResponse(type="barge_in")``. Model work never runs here: the session
-and the engine's stage threads do it.
+mute, ``assets/barge_in.js``). "Force listen" (the page's Interrupt) = flush +
+``CancelResponse(type="barge_in")``. Model work never runs here: the session and the stage threads do it.
 """
 
 from __future__ import annotations
@@ -54,6 +51,7 @@ import numpy as np
 from fastrtc import AdditionalOutputs, AsyncAudioVideoStreamHandler, CloseStream
 from fastrtc.utils import get_current_context
 
+from app.api.auth import current_principal
 from app.backend.duplex.manager import CapacityExhausted
 from app.backend.protocol import commands as C
 from app.backend.protocol import events as E
@@ -194,12 +192,14 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             await self._refuse("The model is still loading. Try again in a moment.")
             return
         try:
-            self.session = sessions.open()
+            self.session = sessions.open(owner=current_principal.get())
         except CapacityExhausted as exc:
+            if exc.scope == "client":  # (this key's or address's share: max_sessions_per_client)
+                return await self._refuse(f"You already have {exc.limit} conversation(s) open here; stop one (or "
+                                          "close its tab) and press Start again.", code="client_limit")
             retry_s = retry_after_s(exc)
-            await self._refuse(f"Server is full: all {exc.limit} conversation slot(s) are in use. "
-                               f"Please try again in {retry_s} s.", code="server_full", retry_after_s=retry_s,
-                               slots=exc.limit)
+            await self._refuse(f"Server is full: all {exc.limit} conversation slot(s) are in use. Please try again in "
+                               f"{retry_s} s.", code="server_full", retry_after_s=retry_s, slots=exc.limit)
             return
         caps = self.engine.capabilities()
         # (reads and re-encodes an uploaded reference voice, if any: off the event loop)
@@ -549,7 +549,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         elif isinstance(ev, E.ResponseDone):
             if ev.status == "cancelled":
                 self.flush_output(ev.response_id)
-            elif ev.status == "completed" and ev.reason is None:
+            elif ev.status == "completed" and ev.reason in (None, "max_output_tokens"):
                 self._done_ok.add(ev.response_id)
                 v.turns += 1
                 v.touch()

@@ -5,8 +5,8 @@ the conversation transcript, the camera preview with what the model was given, m
 settings drawer that remembers its values in localStorage) and a "Chat (no mic)" tab
 (:mod:`app.ui.chat_tab`). The call bar is plain HTML driven by ``assets/page.js``.
 
-Offline by construction: no STUN on either side (``rtc_configuration=None`` in the page,
-``server_rtc_configuration={"iceServers": []}`` for aiortc), a system-font theme (no web fonts),
+Offline by construction: no STUN on either side unless ``server.ice_servers`` names some
+(``rtc_configuration=None`` in the page, ``server_rtc_configuration={"iceServers": []}`` for aiortc), a system-font theme (no web fonts),
 ``GRADIO_ANALYTICS_ENABLED=False``, and none of FastRTC's VAD/STT/TTS helpers (they download
 models). Two WebRTC components share one handler class (:class:`~app.ui.handler.OmniHandler`):
 ``audio-video`` and ``audio``; the camera switch shows one or the other.
@@ -154,7 +154,13 @@ def _theme() -> gr.themes.Base:
         body_text_color_subdued="#4b5563", block_info_text_color="#4b5563")
 
 
-def _webrtc(modality: str, *, elem_id: str, label: str) -> WebRTC:
+def rtc_configuration(config: Any) -> dict[str, Any] | None:
+    """The page's and aiortc's ICE config: ``server.ice_servers`` (STUN/TURN), else None (host candidates only)."""
+    ice = list(config.server.ice_servers)
+    return {"iceServers": ice} if ice else None
+
+
+def _webrtc(modality: str, *, elem_id: str, label: str, ice: dict[str, Any] | None = None) -> WebRTC:
     constraints: dict[str, Any] = (
         {"audio": AUDIO_CONSTRAINTS, "video": VIDEO_CONSTRAINTS} if modality == "audio-video" else AUDIO_CONSTRAINTS
     )
@@ -162,8 +168,8 @@ def _webrtc(modality: str, *, elem_id: str, label: str) -> WebRTC:
         label=label,
         modality=modality,  # type: ignore[arg-type]
         mode="send-receive",
-        rtc_configuration=None,
-        server_rtc_configuration=SERVER_RTC_CONFIGURATION,
+        rtc_configuration=ice,
+        server_rtc_configuration=ice or SERVER_RTC_CONFIGURATION,
         track_constraints=constraints,
         full_screen=False,
         button_labels=BUTTON_LABELS,
@@ -195,9 +201,12 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
     head = _head()
     with gr.Blocks(title=cfg.ui.title, theme=_theme(), css=(ASSETS / "page.css").read_text(), head=head,
                    analytics_enabled=False) as blocks:
+        recording = getattr(cfg, "recording", None) is not None and cfg.recording.dir  # serve --record-dir
+        badge = ('<div data-testid="recording" class="omni-recording" role="status">&#9679; recording: this '
+                 'conversation is stored on the server</div>') if recording else ""
         with gr.Row(elem_id="omni-header", equal_height=True):
             gr.HTML(f'<h1 class="omni-title">{cfg.ui.title}</h1>', elem_id="title", padding=False)
-            gr.HTML('<div id="omni-recording-slot" class="omni-recording-slot"></div>', elem_id="recording-slot",
+            gr.HTML(f'<div id="omni-recording-slot" class="omni-recording-slot">{badge}</div>', elem_id="recording-slot",
                     padding=False)
         model_info = gr.HTML("", elem_id="model-info", padding=False)
         with gr.Tabs(elem_id="tabs"):
@@ -212,9 +221,11 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
                         # visibility update would make Gradio answer offers from a per-session copy of the
                         # component that has no handler).
                         with gr.Column(elem_id="av-wrap"):
-                            rtc_av = _webrtc("audio-video", elem_id="webrtc-av", label="What the model sees")
+                            rtc_av = _webrtc("audio-video", elem_id="webrtc-av", label="What the model sees",
+                                             ice=rtc_configuration(cfg))
                         with gr.Column(elem_id="audio-wrap", elem_classes=["omni-hidden"]):
-                            rtc_a = _webrtc("audio", elem_id="webrtc-audio", label="Conversation (mic only)")
+                            rtc_a = _webrtc("audio", elem_id="webrtc-audio", label="Conversation (mic only)",
+                                            ice=rtc_configuration(cfg))
                         gr.HTML(UNIT_PREVIEW, elem_id="unit-box", padding=False)
                         metrics = gr.HTML(render_metrics(empty), elem_id="metrics-box", padding=False)
                 with gr.Accordion("Settings", open=False, elem_id="settings"):
@@ -382,8 +393,8 @@ def mount_ui(app: FastAPI, engine: Any) -> None:
 
     api_handler = OmniHandler(engine, registry, defaults=defaults, page_outputs=False, args_timeout_s=0)
     stream = Stream(api_handler, mode="send-receive", modality="audio-video",
-                    concurrency_limit=int(cfg.ui.concurrency_limit), rtc_configuration=None,
-                    server_rtc_configuration=SERVER_RTC_CONFIGURATION,
+                    concurrency_limit=int(cfg.ui.concurrency_limit), rtc_configuration=rtc_configuration(cfg),
+                    server_rtc_configuration=rtc_configuration(cfg) or SERVER_RTC_CONFIGURATION,
                     track_constraints={"audio": AUDIO_CONSTRAINTS, "video": VIDEO_CONSTRAINTS}, verbose=False)
     stream.mount(app)
     install_routes(app, registry)

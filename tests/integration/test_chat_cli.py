@@ -40,7 +40,9 @@ def test_cli_text_only_writes_no_wav(server, tmp_path, capsys) -> None:
 def test_cli_in_process(tmp_path, capsys) -> None:
     out = tmp_path / "local.wav"
     assert run_chat_cli(args(text="What is the capital of France?", out=str(out))) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "loaded in this process" in captured.err and "--url" in captured.err  # said, not silent
+    printed = captured.out
     assert "heard: What is the capital of France?" in printed
     assert "paris" in printed.lower(), printed
     assert sf.info(str(out)).samplerate == OUTPUT_SAMPLE_RATE_HZ

@@ -282,6 +282,7 @@ async def test_remote_capacity_refusal_passes_through_at_once(deploy_config, tin
             got = [json.loads(await asyncio.wait_for(ws.recv(), 5)) for _ in range(2)]
         assert [g["type"] for g in got] == ["error", "session.closed"]
         assert got[0]["error"]["code"] == "resource_exhausted" and got[1]["reason"] == "resource_exhausted"
+        assert got[0]["error"]["retryable"] is True and got[0]["error"]["retry_after_ms"] > 0  # passed through
         await asyncio.sleep(0.2)
         assert a.engine.sessions.active == 1  # the refused sessions gave their local slots back
         await first.close()

@@ -96,7 +96,12 @@ def test_duplex_session_defaults_match_vllm_omni() -> None:
 
 
 def test_section_defaults() -> None:
-    assert ServerConfig().model_dump() == {"host": "0.0.0.0", "port": 7860, "served_model_name": "tiny-omni"}
+    assert ServerConfig().model_dump() == {
+        "host": "0.0.0.0", "port": 7860, "served_model_name": "tiny-omni", "served_model_aliases": [],
+        "api_key": None, "public_page": False, "metrics_require_key": False, "ssl_keyfile": None,
+        "ssl_certfile": None, "ice_servers": []}
+    assert ServerConfig().api_keys == () and ServerConfig(api_key="k").api_keys == ("k",)
+    assert ServerConfig(api_key=["a", "b"]).api_keys == ("a", "b")
     lim = LimitsConfig()
     assert (lim.max_request_bytes, lim.max_image_bytes, lim.max_image_pixels) == (32 * MIB, 16 * MIB, 40_000_000)
     assert (lim.max_audio_seconds, lim.max_video_seconds, lim.max_video_frames, lim.max_messages) == (120, 60, 64, 64)
@@ -492,7 +497,6 @@ def test_remote_preset() -> None:
         ("minicpmo_4_5_8x4090.yaml", 1, "duplex"),
         ("minicpmo_4_5_3gpu_stage1_replicas.yaml", 4, "duplex"),
         ("minicpmo_4_5_4gpu_stage1_replicas.yaml", 4, "duplex"),
-        ("minicpmo_4_5_8x4090_stage1_replicas.yaml", 1, "duplex"),
         ("minicpmo_4_5_turn.yaml", 4, "turn"),
     ],
 )
@@ -500,6 +504,13 @@ def test_vllm_omni_yaml_loads(vllm_omni_deploy: Path, name: str, sessions: int, 
     cfg = load_deploy_config(vllm_omni_deploy / name)
     assert cfg.model_family == "vllm_omni" and cfg.pipeline == "minicpmo_4_5"
     assert cfg.duplex_session.max_sessions == sessions and cfg.session_mode == mode
+
+
+def test_vllm_omni_oversubscribed_experimental_profile_is_refused(vllm_omni_deploy: Path) -> None:
+    """vLLM-Omni's "experimental validation profile" puts a Talker replica (0.8) on GPU 5 beside the
+    base's Code2Wav (0.9): the per-device sum check refuses it, naming both stages."""
+    with pytest.raises(ConfigError, match=r"device 5 sums to 1\.70.*stage 1 \(talker\) 0\.8.*stage 2 \(code2wav\) 0\.9"):
+        load_deploy_config(vllm_omni_deploy / "minicpmo_4_5_8x4090_stage1_replicas.yaml")
 
 
 def test_vllm_omni_replica_overlay(vllm_omni_deploy: Path) -> None:

@@ -60,6 +60,10 @@ TYPED_EVENTS: list[E.ServerEvent] = [
                            truncate=True, history_committed="Paris"),
     E.UnitMetrics(epoch=8, server_event_seq=32, unit_index=3, compute_ms=12.5, context_tokens=140,
                   max_context_tokens=4096, decision="speak"),
+    E.ErrorEvent(epoch=1, server_event_seq=33, code="resource_exhausted", message="full", error_type="rate_limit_error",
+                 retryable=True, retry_after_ms=5000),
+    E.PlaybackAcknowledged(epoch=1, server_event_seq=34, response_id="resp_a", played_ms=9000.0, committed_ms=1200.0,
+                           history_committed="Paris", delivered_ms=1200.0),
 ]
 
 

@@ -68,6 +68,22 @@ def test_vllm_deploy_yaml_keeps_only_vllm_omni_keys():
     assert all("inbox_size" not in s for s in data["stages"]) and data["pipeline"]
 
 
+def test_in_process_model_comes_from_the_config_then_the_environment(monkeypatch):
+    from app.backend.remote.inprocess import DEFAULT_MODEL, MODEL_ENV, InProcessVllmOmni
+    from app.config import ConfigError, parse_deploy_config
+
+    data = _remote_cfg(url=None).model_dump(exclude_none=True)
+    cfg = parse_deploy_config({**data, "model": "/models/MiniCPM-o-4_5"})
+    monkeypatch.setenv(MODEL_ENV, "/env/model")
+    assert InProcessVllmOmni(cfg).model == "/models/MiniCPM-o-4_5"  # the config wins
+    assert InProcessVllmOmni(_remote_cfg(url=None)).model == "/env/model"
+    monkeypatch.delenv(MODEL_ENV)
+    assert InProcessVllmOmni(_remote_cfg(url=None)).model == DEFAULT_MODEL
+    assert "model" not in vllm_deploy_yaml(cfg)  # vLLM-Omni takes the model as an argument, not a YAML key
+    with pytest.raises(ConfigError, match="model"):
+        parse_deploy_config({**data, "model": ""})
+
+
 def test_realtime_url():
     assert realtime_url("http://h:1", "m o") == "ws://h:1/v1/realtime?duplex=1&model=m+o&autostart=0"
     assert realtime_url("https://h/", None) == "wss://h/v1/realtime?duplex=1&autostart=0"
@@ -190,13 +206,22 @@ class FakeLink:
 
 
 class FakeBackend:
+    """The engine side of a session with one scripted target (itself)."""
+
     ref_audio = "data:audio/wav;base64,UklGRg=="
     remote_model = "remote-model"
+    name = "fake"
 
     def __init__(self, link: FakeLink) -> None:
         from app.backend.metrics import EngineMetrics
 
-        self.link, self.metrics, self.lost = link, EngineMetrics(), []
+        self.link, self.metrics, self.lost_why, self.refusals, self.open = link, EngineMetrics(), [], 0, 0
+
+    def admission_order(self):
+        return [self]
+
+    def no_backend(self):
+        return "remote_unavailable", "none"
 
     async def new_link(self):
         return self.link
@@ -207,8 +232,20 @@ class FakeBackend:
     def adopt_capabilities(self, caps):
         pass
 
-    def remote_lost(self, why):
-        self.lost.append(why)
+    def session_opened(self):
+        self.open += 1
+
+    def session_closed(self):
+        self.open -= 1
+
+    def admitted(self, seconds, caps):
+        pass
+
+    def refused(self):
+        self.refusals += 1
+
+    def lost(self, why, *, during_admission=False):
+        self.lost_why.append(why)
 
 
 def _session(link: FakeLink, monkeypatch=None):
@@ -285,10 +322,10 @@ async def test_remote_shutdown_and_unreachable_are_remote_unavailable():
     link.inbox.put_nowait({"type": "session.expired", "session_id": "duplex-remote", "reason": "server_shutdown"})
     _, err, closed = await _drain(s, 3)
     assert isinstance(err, E.ErrorEvent) and (err.code, err.error_type) == ("remote_unavailable", "server_error")
-    assert isinstance(closed, E.SessionClosed) and closed.reason == "remote_disconnected" and backend.lost
+    assert isinstance(closed, E.SessionClosed) and closed.reason == "remote_disconnected" and backend.lost_why
     s2, backend2 = _session(FakeLink(refuse_open=True))
     err, closed = await _drain(s2, 2)
-    assert err.code == "remote_unavailable" and closed.reason == "remote_unavailable" and backend2.lost
+    assert err.code == "remote_unavailable" and closed.reason == "remote_unavailable" and backend2.lost_why
 
 
 async def test_handshake_refusal_passes_through_with_its_code():
@@ -300,4 +337,6 @@ async def test_handshake_refusal_passes_through_with_its_code():
     link.inbox.put_nowait(None)
     err, closed = await _drain(s, 2)
     assert (err.code, err.error_type) == ("resource_exhausted", "rate_limit_error")
-    assert closed.reason == "resource_exhausted" and not backend.lost
+    assert closed.reason == "resource_exhausted" and not backend.lost_why and backend.refusals == 1
+    await asyncio.sleep(0.05)
+    assert backend.open == 0  # the slot went back_why

@@ -1,10 +1,12 @@
 """SessionManager: admission of duplex sessions, slot accounting and the reaper.
 
-Admission is immediate: a session beyond ``duplex_session.max_sessions`` is refused at once
-with :class:`CapacityExhausted` (code ``resource_exhausted``), never queued. A slot comes
-back when the session closes (``session.close``), when its transport has been gone for
-``disconnect_grace_s``, or when it has been idle for ``idle_ttl_s``; the reaper checks
-every ``reaper_interval_s``.
+Admission is immediate: a session beyond ``duplex_session.max_sessions`` (or beyond
+``max_sessions_per_client`` for its owner: an API key, or a client address when no key is
+configured) is refused at once with :class:`CapacityExhausted` (code ``resource_exhausted``,
+retryable, with a ``retry_after_ms`` hint), never queued. A slot comes back when the session
+closes (``session.close``), when its transport has been gone for ``disconnect_grace_s``, when it
+has been idle for ``idle_ttl_s``, or when it reaches ``max_session_s`` (``session.expired{reason:
+"max_session_length"}``); the reaper checks every ``reaper_interval_s``.
 """
 
 from __future__ import annotations
@@ -26,13 +28,22 @@ SessionFactory = Callable[[str, Callable[[Any], None]], Any]
 
 
 class CapacityExhausted(Exception):
-    """No free session slot. ``code`` is ``resource_exhausted``; ``limit`` the slot count."""
+    """No free session slot. ``code`` is ``resource_exhausted``; ``limit`` the slot count.
+
+    Retryable (as vLLM-Omni marks it): ``retry_after_ms`` is when a retry may find a slot, ms
+    (see :meth:`SessionManager._retry_after_ms`). ``scope`` is ``"server"`` (every slot taken) or ``"client"`` (this key's or
+    address's ``max_sessions_per_client``).
+    """
 
     code = "resource_exhausted"
+    retryable = True
 
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"duplex_session_capacity_exhausted: limit={limit}")
+    def __init__(self, limit: int, *, retry_after_ms: int = 5000, scope: str = "server") -> None:
+        what = "duplex_session_capacity_exhausted" if scope == "server" else "duplex_session_client_limit"
+        super().__init__(f"{what}: limit={limit}")
         self.limit = limit
+        self.retry_after_ms = int(retry_after_ms)
+        self.scope = scope
 
 
 class SessionManager:
@@ -54,6 +65,8 @@ class SessionManager:
         self._factory = factory
         self._keep_detached = keep_detached
         self.sessions: dict[str, Any] = {}
+        self._owner: dict[str, str | None] = {}
+        self._opened_at: dict[str, float] = {}
         self._reaper: asyncio.Task[None] | None = None
 
     @property
@@ -66,18 +79,28 @@ class SessionManager:
         """Sessions holding a slot."""
         return len(self.sessions)
 
-    def open(self) -> Any:
+    def open(self, owner: str | None = None) -> Any:
         """Admit and start a new session.
 
+        Args:
+            owner: who asks (an API key's id or a client address; never the key itself), counted
+                against ``duplex_session.max_sessions_per_client``; None = not counted.
+
         Raises:
-            CapacityExhausted: every slot is taken.
+            CapacityExhausted: every slot is taken, or ``owner`` holds its share already.
         """
+        per_client = self._cfg.max_sessions_per_client
         if len(self.sessions) >= self.max_sessions:
             self._metrics.sessions_refused.inc()
-            raise CapacityExhausted(self.max_sessions)
+            raise CapacityExhausted(self.max_sessions, retry_after_ms=self._retry_after_ms())
+        if owner is not None and per_client is not None and self.held_by(owner) >= per_client:
+            self._metrics.sessions_refused.inc()
+            raise CapacityExhausted(per_client, retry_after_ms=self._retry_after_ms(owner), scope="client")
         sid = f"duplex-{uuid.uuid4()}"
         s = self._factory(sid, self._release)
         self.sessions[sid] = s
+        self._owner[sid] = owner
+        self._opened_at[sid] = time.monotonic()
         self._metrics.sessions_active.set(len(self.sessions))
         s.start()
         return s
@@ -90,7 +113,26 @@ class SessionManager:
         if not self._keep_detached:
             session.expire("disconnect")
 
+    def held_by(self, owner: str) -> int:
+        """Sessions ``owner`` holds now."""
+        return sum(1 for sid in self.sessions if self._owner.get(sid) == owner)
+
+    def _retry_after_ms(self, owner: str | None = None) -> int:
+        """When to retry, ms: with ``max_session_s``, when the soonest-ending session (of ``owner``, if
+        given) is sure to have been reaped; otherwise one reaper interval (a polite hint only)."""
+        tick = self._cfg.reaper_interval_s * 1000.0
+        hint = tick
+        if self._cfg.max_session_s is not None:
+            now = time.monotonic()
+            ends = [self._cfg.max_session_s - (now - t) for sid, t in self._opened_at.items()
+                    if owner is None or self._owner.get(sid) == owner]
+            if ends:
+                hint = max(0.0, min(ends)) * 1000.0 + tick
+        return max(100, int(hint))
+
     def _release(self, session: Any) -> None:
+        self._owner.pop(session.id, None)
+        self._opened_at.pop(session.id, None)
         if self.sessions.pop(session.id, None) is not None:
             self._metrics.sessions_active.set(len(self.sessions))
 
@@ -109,11 +151,15 @@ class SessionManager:
             await asyncio.wait([asyncio.ensure_future(s.wait_closed()) for s in live], timeout=timeout_s)
 
     def reap(self, now: float | None = None) -> list[str]:
-        """Expire detached-past-grace and idle sessions; returns the ids expired."""
+        """Expire detached-past-grace, idle and too-long sessions; returns the ids expired."""
         now = time.monotonic() if now is None else now
+        longest = self._cfg.max_session_s
         out = []
         for s in list(self.sessions.values()):
-            if s.detached_at is not None and now - s.detached_at >= self._cfg.disconnect_grace_s:
+            if longest is not None and now - self._opened_at.get(s.id, now) >= longest:
+                s.expire("max_session_length")
+                out.append(s.id)
+            elif s.detached_at is not None and now - s.detached_at >= self._cfg.disconnect_grace_s:
                 s.expire("disconnect_grace_expired")
                 out.append(s.id)
             elif self._cfg.idle_ttl_s is not None and now - s.last_activity >= self._cfg.idle_ttl_s:

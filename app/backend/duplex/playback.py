@@ -106,11 +106,13 @@ class Heard:
         response: the finished response acknowledged.
         text: the part of its transcript the user heard.
         committed_ms: the acknowledged position, capped at the audio released, ms.
+        delivered_ms: the audio released for the response, ms.
     """
 
     response: FinishedResponse
     text: str
     committed_ms: float
+    delivered_ms: float = 0.0
 
 
 class PlaybackLedger:
@@ -154,8 +156,17 @@ class PlaybackLedger:
         if fin.turn_id < turn_id:
             raise ProtocolError("playback_ack_too_late", "a later user turn was already committed",
                                 event_id=msg.event_id)
-        committed = fin.marks[-1][1] if fin.marks else 0.0
-        return Heard(fin, heard_text(fin.text, fin.marks, msg.played_ms), min(msg.played_ms, committed))
+        delivered = fin.marks[-1][1] if fin.marks else 0.0
+        return Heard(fin, heard_text(fin.text, fin.marks, msg.played_ms), min(msg.played_ms, delivered), delivered)
+
+
+def clamp_ack(played_ms: float, delivered_ms: float) -> dict[str, float | None]:
+    """``playback.acknowledged`` fields for a client position ``played_ms`` against ``delivered_ms``
+    of audio delivered: ``committed_ms`` (the position, capped at the audio delivered) and
+    ``delivered_ms`` (set only when the position was beyond it, to say that it was clamped)."""
+    if played_ms > delivered_ms + HEARD_TOLERANCE_MS:
+        return {"committed_ms": delivered_ms, "delivered_ms": delivered_ms}
+    return {"committed_ms": min(played_ms, delivered_ms), "delivered_ms": None}
 
 
 def heard_text(text: str, marks: list[tuple[int, float]], played_ms: float) -> str:

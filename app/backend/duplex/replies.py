@@ -43,6 +43,11 @@ from app.backend.protocol import events as E
 log = logging.getLogger(__name__)
 
 
+LENGTH_REASON = "max_output_tokens"
+"""``response.done`` ``status_details.reason`` of a reply cut by ``max_tokens`` (OpenAI's name);
+its ``metadata.finish_reason`` is then ``length``, as chat completions say."""
+
+
 @dataclass
 class Posted:
     """A result of a reply's background work, fenced by reply identity.
@@ -50,7 +55,8 @@ class Posted:
     Attributes:
         reply: the reply it belongs to.
         kind: ``transcript`` | ``chunk`` | ``done`` | ``failed``.
-        value: the transcript (str), an :class:`AudioChunk`, or the failure message.
+        value: the transcript (str), an :class:`AudioChunk`, the finish reason (``done``: ``stop`` |
+            ``length``), or the failure message.
     """
 
     reply: Reply
@@ -233,7 +239,8 @@ class ReplyRunner:
                                     max_tokens=min(settings.max_tokens or self._tcfg.max_reply_tokens,
                                                    self._tcfg.max_reply_tokens))
             prompt = ThinkerPrompt(settings.instructions, history, text, [seen] if seen else [])
-            reply = (await pipe.generate(r.ctx, prompt, params)).strip()
+            generated = await pipe.generate_reply(r.ctx, prompt, params)
+            reply = generated.text.strip()
             log.debug("session %s: %s generated at %.0f ms", self._id, r.response_id, (time.perf_counter() - t0) * 1e3)
             segments = segment_text(reply) if reply else []
             if self._settings().speech_out and segments:
@@ -246,7 +253,7 @@ class ReplyRunner:
                 for i, seg in enumerate(segments):
                     await self._post(Posted(r, "chunk", AudioChunk(i, seg, np.zeros(0, np.float32),
                                                                    i == len(segments) - 1, 0.0)))
-            await self._post(Posted(r, "done"))
+            await self._post(Posted(r, "done", generated.finish_reason))
         except (RequestCancelled, asyncio.CancelledError):
             return
         except Exception as exc:  # StageError, or a bug: fail this reply, keep the session
@@ -267,6 +274,7 @@ class ReplyRunner:
             r.chunks.append(msg.value)
         elif msg.kind == "done":
             r.producer_done = True
+            r.finish_reason = msg.value or "stop"
         elif msg.kind == "failed":
             self._emit(E.ErrorEvent(epoch=self.epoch, code="response_error", message=msg.value,
                                     error_type="server_error"))
@@ -315,7 +323,7 @@ class ReplyRunner:
             self._send_chunk(r, r.chunks.popleft())
         played_ms = r.clock.played_ms(self._clock.samples)
         if r.producer_done and not r.chunks and (r.drain or r.clock.done_playing(played_ms, unit_ms)):
-            self._finish("completed", None)
+            self._finish("completed", LENGTH_REASON if r.finish_reason == "length" else None)
             self._on_completed()
 
     def _send_chunk(self, r: Reply, chunk: AudioChunk) -> None:
@@ -352,9 +360,11 @@ class ReplyRunner:
                 self._emit(E.TextDone(epoch=r.epoch, response_id=r.response_id, text=text))
             self._emit(E.ContentPart(epoch=r.epoch, response_id=r.response_id, done=True, transcript=text))
             self._emit(E.OutputItemAdded(epoch=r.epoch, response_id=r.response_id, done=True, transcript=text))
+        meta = {"audio_duration_ms": round(r.clock.sent_ms, 1), "context_tokens": self._ctx.total}
+        if reason == LENGTH_REASON:
+            meta["finish_reason"] = "length"
         self._emit(E.ResponseDone(epoch=r.epoch, response_id=r.response_id, status=status, reason=reason,
-                                  transcript=text, metadata={"audio_duration_ms": round(r.clock.sent_ms, 1),
-                                                             "context_tokens": self._ctx.total}))
+                                  transcript=text, metadata=meta))
         self._emit(E.RateLimitsUpdated(epoch=r.epoch))
         if text and self._settings().playback_commit_policy == "commit_all_on_done":
             self._history.put(r.item_id, Turn("assistant", text))

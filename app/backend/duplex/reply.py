@@ -31,6 +31,7 @@ class Reply:
         drain: release all chunks at once (after a commit) instead of pacing.
         chunks: produced but not yet sent.
         producer_done: the pipeline finished producing.
+        finish_reason: ``stop``, or ``length`` when ``max_tokens`` cut the reply text.
         clock: what it has released and its playback clock.
         task: the producing task.
         boundary_passed: the moment to open it has come (end of turn, or the next unit boundary).
@@ -48,6 +49,7 @@ class Reply:
     drain: bool = False
     chunks: deque[AudioChunk] = field(default_factory=deque)
     producer_done: bool = False
+    finish_reason: str = "stop"
     clock: ResponseClock = field(default_factory=ResponseClock)
     task: asyncio.Task[None] | None = None
     boundary_passed: bool = False

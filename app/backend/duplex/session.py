@@ -43,7 +43,8 @@ from app.backend.duplex.context import ContextWindow
 from app.backend.duplex.echo import EchoGate
 from app.backend.duplex.history import History
 from app.backend.duplex.inputs import InputDecoder
-from app.backend.duplex.playback import PlaybackLedger, heard_text
+from app.backend.duplex.playback import PlaybackLedger, clamp_ack, heard_text
+from app.backend.duplex.recorder import NO_RECORDER
 from app.backend.duplex.replies import Posted, ReplyRunner
 from app.backend.duplex.settings import SessionSettings, apply_update
 from app.backend.duplex.transcripts import TranscriptCache
@@ -75,6 +76,7 @@ class SessionDeps:
         score_turn: the shared end-of-turn scorer (``score(audio) -> Future[float]``) for detectors
             that ask for scores; None otherwise.
         metrics: the engine's metrics (turn decisions), or None.
+        recorder: ``recorder(session_id)`` -> a :class:`~app.backend.duplex.recorder.SessionRecorder`, or None.
     """
 
     pipeline: Pipeline
@@ -85,6 +87,7 @@ class SessionDeps:
     vision: bool
     score_turn: Callable[[np.ndarray], Future[float]] | None = None
     metrics: EngineMetrics | None = None
+    recorder: Callable[[str], Any] | None = None
 
 
 @dataclass
@@ -138,6 +141,7 @@ class DuplexSession:
         self._held_audio: np.ndarray | None = None  # input not yet fed: the detector waits for a score
         self._gated: deque[Any] = deque()  # client commands that arrived meanwhile, in order
         self._history = History()
+        self._rec = deps.recorder(session_id) if deps.recorder else NO_RECORDER  # serve --record-dir
         self._ctx = ContextWindow(deps.max_context_tokens, self._dcfg.context_watermark_ratio)
         self._ledger = PlaybackLedger(self._dcfg.completed_append_cache_size)
         self._input = InputDecoder(cfg.limits)
@@ -219,6 +223,7 @@ class DuplexSession:
             return
         self._seq += 1
         ev.server_event_seq = self._seq
+        self._rec.event(ev)
         if self._echo is not None:
             self._echo.on_event(ev, self._clock.samples)  # released audio and dropped playback -> the echo gate
         try:
@@ -264,6 +269,7 @@ class DuplexSession:
         self._outbox.put_nowait(ev) if not self._outbox.full() else None
         self.closed = True
         self.close_reason = reason
+        self._rec.close(ev, self.describe())
         if self._on_closed is not None:
             self._on_closed(self)
 
@@ -292,6 +298,7 @@ class DuplexSession:
         if self._turns.waiting and C.is_client_command(msg) and not isinstance(msg, C.CloseSession):
             self._gated.append(msg)  # after the held input, in order: decisions stay on the media clock
             return
+        self._rec.command(msg)  # a client command (internal posts are ignored), in the order it takes effect
         if isinstance(msg, Scored):
             self._on_scored(msg)
         elif isinstance(msg, Posted):
@@ -314,6 +321,7 @@ class DuplexSession:
         elif isinstance(msg, C.AppendArrays):
             self._camera.add(list(msg.frames))
             audio = np.asarray(msg.audio, np.float32).reshape(-1)
+            self._rec.input(audio, msg)
             self._uncommitted += audio.size
             self._feed_audio(audio)
         elif isinstance(msg, C.Commit):
@@ -350,6 +358,7 @@ class DuplexSession:
 
     def _on_append(self, msg: C.AudioAppend) -> None:
         audio = self._input.audio(msg, self.settings)
+        self._rec.input(audio, msg)
         if msg.video_frames:
             images, problems = self._input.frames(msg, self._camera.room, self._camera.max_frames)
             for err in problems:
@@ -435,7 +444,7 @@ class DuplexSession:
         if r is not None and r.created and rid == r.response_id:  # playing now: say what was heard so far
             heard_now = heard_text(r.clock.text_sent, r.clock.marks, msg.played_ms)
             self._emit(E.PlaybackAcknowledged(epoch=self.epoch, response_id=rid, played_ms=msg.played_ms,
-                                              committed_ms=min(msg.played_ms, r.clock.sent_ms),
+                                              **clamp_ack(msg.played_ms, r.clock.sent_ms),
                                               truncate=msg.truncate, history_committed=heard_now))
             return
         heard = self._ledger.acknowledge(msg, self.turn_id)
@@ -445,7 +454,7 @@ class DuplexSession:
         if not in_history and ack_only and heard.text or in_history and (ack_only or msg.truncate):
             self._history.put(item, Turn("assistant", heard.text))
         self._emit(E.PlaybackAcknowledged(epoch=self.epoch, response_id=heard.response.response_id,
-                                          played_ms=msg.played_ms, committed_ms=heard.committed_ms,
+                                          played_ms=msg.played_ms, **clamp_ack(msg.played_ms, heard.delivered_ms),
                                           truncate=msg.truncate, history_committed=heard.text))
 
     # ------------------------------------------------------------------ turn signals -> replies

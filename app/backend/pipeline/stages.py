@@ -78,6 +78,20 @@ class Turn:
     text: str
 
 
+@dataclass(frozen=True)
+class GeneratedReply:
+    """A Thinker reply and why it ended.
+
+    Attributes:
+        text: the reply (stripped).
+        finish_reason: ``"stop"`` (the model ended it) or ``"length"`` (cut by ``max_tokens``; the
+            text then ends at its last sentence or clause boundary when it has one).
+    """
+
+    text: str
+    finish_reason: str = "stop"
+
+
 @dataclass
 class ThinkerPrompt:
     """Everything the Thinker's reply is conditioned on.
@@ -123,6 +137,10 @@ class Thinker(ABC):
     @abstractmethod
     def generate(self, prompt: ThinkerPrompt, params: SamplingParams) -> str:
         """Write the assistant's reply to ``prompt`` (whole text, short)."""
+
+    def generate_reply(self, prompt: ThinkerPrompt, params: SamplingParams) -> GeneratedReply:
+        """:meth:`generate` with the reason it ended; a family that can tell ``max_tokens`` cuts overrides it."""
+        return GeneratedReply(self.generate(prompt, params).strip())
 
 
 class Talker(ABC):

@@ -27,6 +27,7 @@ import numpy as np
 from app.backend.metrics import EngineMetrics
 from app.backend.pipeline.stages import (
     Code2WavStream,
+    GeneratedReply,
     ModelFamily,
     SamplingParams,
     ThinkerPrompt,
@@ -264,7 +265,7 @@ class Pipeline:
         if kind == "read_image":
             return th.read_image(arg)
         prompt, params = arg
-        return th.generate(prompt, params)
+        return th.generate_reply(prompt, params)
 
     def _talker_fn(self, text: str) -> np.ndarray:
         tokens = self.family.talker.synthesize(text)
@@ -289,9 +290,13 @@ class Pipeline:
 
     async def generate(self, ctx: RequestContext, prompt: ThinkerPrompt, params: SamplingParams) -> str:
         """The assistant's reply text to ``prompt``."""
-        text = await self.thinker.submit(ctx, ("generate", (prompt, params)))
-        self.metrics.tokens.labels("thinker").inc(max(1, len(text) // 4))
-        return text
+        return (await self.generate_reply(ctx, prompt, params)).text
+
+    async def generate_reply(self, ctx: RequestContext, prompt: ThinkerPrompt, params: SamplingParams) -> GeneratedReply:
+        """The assistant's reply to ``prompt`` and why it ended (``finish_reason`` ``stop`` | ``length``)."""
+        reply = await self.thinker.submit(ctx, ("generate", (prompt, params)))
+        self.metrics.tokens.labels("thinker").inc(max(1, len(reply.text) // 4))
+        return reply
 
     # -- Talker + Code2Wav --------------------------------------------------------------
     async def speak(self, ctx: RequestContext, segments: Sequence[str]) -> AsyncIterator[AudioChunk]:

@@ -204,6 +204,7 @@ def _error(o: dict[str, Any], kw: dict[str, Any]) -> E.ServerEvent:
             error_type=_str(err.get("type"), "invalid_request_error"),
             event_id=_opt_str(err.get("event_id")),
             param=_opt_str(err.get("param")),
+            **_retry(err, o),
         )
     # flat handshake shape: {"type": "error", "error": "<message>", "code": "..."}
     code = _str(o.get("code"), "internal_error")
@@ -214,7 +215,18 @@ def _error(o: dict[str, Any], kw: dict[str, Any]) -> E.ServerEvent:
         error_type=_str(o.get("error_type"), "rate_limit_error" if code == "resource_exhausted" else "invalid_request_error"),
         event_id=_opt_str(o.get("event_id")),
         param=_opt_str(o.get("param")),
+        **_retry(o, o),
     )
+
+
+def _retry(err: dict[str, Any], o: dict[str, Any]) -> dict[str, Any]:
+    """``retryable`` / ``retry_after_ms`` of an error (nested, else flat; None where not said)."""
+    retryable = err.get("retryable", o.get("retryable"))
+    after = err.get("retry_after_ms", o.get("retry_after_ms"))
+    return {
+        "retryable": retryable if isinstance(retryable, bool) else None,
+        "retry_after_ms": int(after) if isinstance(after, int | float) and not isinstance(after, bool) else None,
+    }
 
 
 def _committed(o: dict[str, Any], kw: dict[str, Any]) -> E.ServerEvent:
@@ -310,6 +322,7 @@ def _playback_ack(o: dict[str, Any], kw: dict[str, Any]) -> E.ServerEvent:
         committed_ms=_num(ev.get("committed_ms")),
         truncate=ev.get("truncate") is True,
         history_committed=_str(ev.get("history_committed")),
+        delivered_ms=_num(ev["delivered_ms"]) if ev.get("clamped") is True and "delivered_ms" in ev else None,
     )
 
 

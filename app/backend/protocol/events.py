@@ -90,17 +90,24 @@ class ErrorEvent(ServerEvent):
     error_type: str = "invalid_request_error"
     event_id: str | None = None
     param: str | None = None
+    retryable: bool | None = None
+    """A refusal worth retrying (``resource_exhausted``); sent only when set."""
+    retry_after_ms: int | None = None
+    """When to retry, ms; sent only when set."""
 
     def body(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "type": self.error_type,
-                "code": self.code,
-                "message": self.message,
-                "event_id": self.event_id,
-                "param": self.param,
-            }
+        err: dict[str, Any] = {
+            "type": self.error_type,
+            "code": self.code,
+            "message": self.message,
+            "event_id": self.event_id,
+            "param": self.param,
         }
+        if self.retryable is not None:
+            err["retryable"] = self.retryable
+        if self.retry_after_ms is not None:
+            err["retry_after_ms"] = self.retry_after_ms
+        return {"error": err}
 
 
 # ----------------------------------------------------------------------------- input
@@ -477,7 +484,12 @@ class OutputAudioCleared(ServerEvent):
 
 @dataclass
 class PlaybackAcknowledged(ServerEvent):
-    """``playback.acknowledged``: the history now holds what the user heard."""
+    """``playback.acknowledged``: the history now holds what the user heard.
+
+    ``played_ms`` is what the client said; ``committed_ms`` what counts (capped at the audio
+    delivered). When the client's position was beyond the delivered audio, ``event.clamped`` is
+    true and ``event.delivered_ms`` says how much audio was delivered (both absent otherwise).
+    """
 
     TYPE: ClassVar[str] = "playback.acknowledged"
     response_id: str = ""
@@ -485,17 +497,19 @@ class PlaybackAcknowledged(ServerEvent):
     committed_ms: float = 0.0
     truncate: bool = False
     history_committed: str = ""
+    delivered_ms: float | None = None
+    """Audio delivered for the response, ms, when ``played_ms`` was clamped to it (else None)."""
 
     def body(self) -> dict[str, Any]:
-        return {
-            "response_id": self.response_id,
-            "event": {
-                "played_ms": self.played_ms,
-                "committed_ms": self.committed_ms,
-                "truncate": self.truncate,
-                "history_committed": self.history_committed,
-            },
+        event: dict[str, Any] = {
+            "played_ms": self.played_ms,
+            "committed_ms": self.committed_ms,
+            "truncate": self.truncate,
+            "history_committed": self.history_committed,
         }
+        if self.delivered_ms is not None:
+            event |= {"clamped": True, "delivered_ms": self.delivered_ms}
+        return {"response_id": self.response_id, "event": event}
 
 
 @dataclass

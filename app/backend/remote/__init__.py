@@ -6,7 +6,8 @@ Public API::
     engine = make_engine(config, family)      # Engine for tiny, RemoteEngine for vllm_omni
     status, headers, body = await engine.forward_chat(request_json, stream=True)
 
-Modules: :mod:`.engine` (RemoteEngine, make_engine), :mod:`.session` (RemoteSession,
+Modules: :mod:`.engine` (RemoteEngine, make_engine), :mod:`.pool` (BackendPool: the servers of
+``remote.url``/``remote.urls``, their health, capacity and admission order), :mod:`.session` (RemoteSession,
 the session manager is app.backend.duplex.manager'), :mod:`.links` (WebSocket link), :mod:`.chat` (HTTP forwarding),
 :mod:`.wire` (commands -> wire JSON, reference voice), :mod:`.inprocess` (vLLM-Omni in-process).
 """
@@ -19,9 +20,12 @@ from app.backend.remote.inprocess import (
     require_vllm_omni,
 )
 from app.backend.remote.links import LinkUnavailable, WebSocketLink, realtime_url
+from app.backend.remote.pool import Backend, BackendPool
 from app.backend.remote.session import RemoteSession
 
 __all__ = [
+    "Backend",
+    "BackendPool",
     "ForwardedResponse",
     "InProcessVllmOmni",
     "LinkUnavailable",

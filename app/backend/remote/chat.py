@@ -63,6 +63,7 @@ async def forward_chat(
     *,
     stream: bool,
     headers: dict[str, str] | None = None,
+    raise_connect_errors: bool = False,
 ) -> ForwardedResponse:
     """POST ``body`` to ``url`` and return the remote's answer for pass-through.
 
@@ -72,6 +73,8 @@ async def forward_chat(
         body: the request JSON; ``stream`` is set from the argument.
         stream: ask for SSE streaming.
         headers: extra request headers (``Authorization``).
+        raise_connect_errors: raise instead of answering 502 when the connection cannot be made
+            at all (nothing reached the remote, so the caller may try another one).
 
     Returns:
         The remote's status, headers and body iterator; or a 502/504 OpenAI-style error when the
@@ -80,16 +83,18 @@ async def forward_chat(
         already gone out).
 
     Raises:
-        Nothing for remote failures (see above).
+        httpx.ConnectError, httpx.ConnectTimeout: only with ``raise_connect_errors``.
     """
     payload = dict(body)
     payload["stream"] = stream
     request = client.build_request("POST", url, json=payload, headers=headers)
     try:
         response = await client.send(request, stream=True)
-    except httpx.TimeoutException as exc:
-        return error_response(504, f"the remote model server did not answer in time: {exc}", "remote_timeout")
     except httpx.HTTPError as exc:
+        if raise_connect_errors and isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+            raise
+        if isinstance(exc, httpx.TimeoutException):
+            return error_response(504, f"the remote model server did not answer in time: {exc}", "remote_timeout")
         return error_response(502, f"the remote model server is unavailable: {type(exc).__name__}: {exc}",
                               "remote_unavailable")
     out_headers = {k: v for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP}

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from app.backend.engine import FamilyUnavailable
+from app.backend.remote.links import LinkUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +33,14 @@ VLLM_MODULES: tuple[str, ...] = ("vllm", "vllm_omni")
 """Python modules the in-process path needs."""
 
 DEFAULT_MODEL = "openbmb/MiniCPM-o-4_5"
-"""Model path/id when ``OMNI_VLLM_MODEL`` is unset (a local directory in production: no downloads)."""
+"""Model path/id when neither the config's ``model:`` nor ``OMNI_VLLM_MODEL`` is set (a local
+directory in production: no downloads)."""
 
-_OUR_TOP_KEYS = frozenset({"model_family", "base_config", "server", "limits", "turn_policy", "remote", "ui"})
+MODEL_ENV = "OMNI_VLLM_MODEL"
+"""Environment variable naming the model when the config has no ``model:``."""
+
+_OUR_TOP_KEYS = frozenset({"model_family", "base_config", "server", "limits", "turn_policy", "remote", "ui",
+                           "model"})
 _OUR_SESSION_KEYS = frozenset({"chunk_period_ms", "max_message_bytes", "inbox_size", "output_buffer_events",
                                "max_context_tokens", "context_watermark_ratio", "max_frames_per_unit"})
 
@@ -163,7 +169,8 @@ class InProcessVllmOmni:
 
     Args:
         config: the deploy config (its vLLM-Omni keys become the engine's deploy YAML).
-        model: model directory or id; default ``$OMNI_VLLM_MODEL`` or :data:`DEFAULT_MODEL`.
+        model: model directory or id; default the config's ``model:``, else ``$OMNI_VLLM_MODEL``,
+            else :data:`DEFAULT_MODEL`.
 
     Raises:
         FamilyUnavailable: from :meth:`start` when vLLM / vLLM-Omni are not installed.
@@ -171,7 +178,7 @@ class InProcessVllmOmni:
 
     def __init__(self, config: Any, model: str | None = None) -> None:
         self.config = config
-        self.model = model or os.environ.get("OMNI_VLLM_MODEL", DEFAULT_MODEL)
+        self.model = model or getattr(config, "model", None) or os.environ.get(MODEL_ENV) or DEFAULT_MODEL
         self.omni: Any = None
         self._yaml_path: str | None = None
 
@@ -209,3 +216,46 @@ class InProcessVllmOmni:
                 os.unlink(self._yaml_path)
             except OSError:
                 pass
+
+
+class InProcessTarget:
+    """The in-process engine as the one place sessions go (the session's ``Target`` API).
+
+    Admission is the engine's: its refusals come back as ``error`` events on the link.
+    """
+
+    name = "in-process"
+    remote_model: str | None = None
+
+    def __init__(self, owner: InProcessVllmOmni) -> None:
+        self._owner = owner
+        self.open_sessions = 0
+
+    async def new_link(self) -> InProcessLink:
+        """A link to a new engine session.
+
+        Raises:
+            LinkUnavailable: the engine has not started.
+        """
+        try:
+            return self._owner.new_link()
+        except RuntimeError as exc:
+            raise LinkUnavailable(str(exc)) from exc
+
+    def session_opened(self) -> None:
+        """Count one more session."""
+        self.open_sessions += 1
+
+    def session_closed(self) -> None:
+        """Count one fewer."""
+        self.open_sessions = max(0, self.open_sessions - 1)
+
+    def admitted(self, seconds: float, caps: dict[str, Any] | None) -> None:
+        """Nothing to record in-process."""
+
+    def refused(self) -> None:
+        """Nothing to record in-process (the engine keeps its own count)."""
+
+    def lost(self, why: str, *, during_admission: bool = False) -> None:
+        """Log it; the engine's health is read from the engine itself."""
+        log.warning("in-process vLLM-Omni session lost: %s", why)

@@ -5,6 +5,13 @@ They have the transport API of :class:`app.backend.duplex.session.DuplexSession`
 drive them unchanged: ``submit(cmd)``, ``reject(err)``, ``next_event()``, ``closed``,
 ``describe()``, ``expire(reason)``, ``id``; ``open()`` / ``detach()`` / ``snapshot()``.
 
+Admission (a pool of backends, :mod:`app.backend.remote.pool`): the session tries the backends of
+``admission_order()`` in turn. What it sent before the chosen backend's ``session.created`` is kept
+(at most :data:`JOURNAL_MAX` events); when a backend refuses with ``resource_exhausted`` or cannot be
+reached, the next one gets the same events. Only when every candidate has refused does the client
+see the (last) refusal; when none could be reached, ``remote_unavailable``. Once created, the
+session stays on its backend for its whole life.
+
 Per session, one task owns the remote link: it connects (``autostart=0``), then turns every
 remote event into the typed event (:func:`app.backend.protocol.decoder.decode_event`), re-stamps
 ``server_event_seq`` with the local counter, replaces the remote session id with ours, and puts
@@ -14,11 +21,13 @@ third acknowledges the remote's ``server_event_seq`` (coalesced) so its replay j
 Ending:
     * client ``session.close`` -> forwarded; the remote's ``session.closed`` ends it (or, after
       :data:`CLOSE_TIMEOUT_S` without one, a local ``session.closed{client_close}``).
-    * remote refuses the session before ``session.created`` (``resource_exhausted`` ...) -> the
-      remote's ``error`` (same code) at once, then ``session.closed{reason: <code>}``.
+    * remote refuses the session before ``session.created`` (``resource_exhausted`` with no other
+      backend left to try, or any other code) -> the remote's ``error`` (same code) at once, then
+      ``session.closed{reason: <code>}``; no backend accepting at all -> ``resource_exhausted``
+      (every one full) or ``remote_unavailable`` (none healthy).
     * remote goes away (socket drops, or it ends the session with ``server_shutdown``) ->
       ``error{code: remote_unavailable, type: server_error}`` then
-      ``session.closed{reason: remote_disconnected}``; the engine marks the remote unhealthy.
+      ``session.closed{reason: remote_disconnected}``; that backend (only) is marked unhealthy.
     * remote unreachable at open -> ``error{remote_unavailable}`` then
       ``session.closed{reason: remote_unavailable}``.
     * idle TTL / transport gone / shutdown -> ``session.expired{reason}`` locally and a
@@ -56,16 +65,54 @@ REMOTE_GONE_REASONS = frozenset({"server_shutdown", "shutdown", "transport_error
 REMOTE_UNAVAILABLE = "remote_unavailable"
 """Error code sent to our client when the remote cannot be reached or goes away."""
 
+RESOURCE_EXHAUSTED = "resource_exhausted"
+"""Error code of a capacity refusal (retryable; ``rate_limit_error``)."""
+
+JOURNAL_MAX = 256
+"""Most events kept from before admission for replay to the next backend; beyond it a refusal
+passes through instead of spilling over."""
+
+
+_CLOSING: set[asyncio.Task[None]] = set()
+"""Links of refusing backends still closing (held so the tasks are not collected mid-way)."""
+
+
+class Target(Protocol):
+    """One backend a session can be placed on (:class:`~app.backend.remote.pool.Backend`, in-process)."""
+
+    name: str
+    remote_model: str | None
+
+    async def new_link(self) -> Link:
+        """A fresh, unopened link to a session there."""
+
+    def session_opened(self) -> None:
+        """A session starts connecting there."""
+
+    def session_closed(self) -> None:
+        """That session ended or moved on."""
+
+    def admitted(self, seconds: float, caps: dict[str, Any] | None) -> None:
+        """It created the session after ``seconds`` (``caps``: its announced capabilities)."""
+
+    def refused(self) -> None:
+        """It refused with ``resource_exhausted``."""
+
+    def lost(self, why: str, *, during_admission: bool = False) -> None:
+        """It could not be reached, or went away."""
+
 
 class RemoteBackend(Protocol):
     """What sessions need from the engine (implemented by :class:`~app.backend.remote.engine.RemoteEngine`)."""
 
     ref_audio: str | None
-    remote_model: str | None
     metrics: EngineMetrics
 
-    async def new_link(self) -> Link:
-        """A fresh, unopened link to a remote session."""
+    def admission_order(self) -> list[Target]:
+        """The backends a new session should try, best first (empty: none can take it)."""
+
+    def no_backend(self) -> tuple[str, str]:
+        """Why ``admission_order()`` was empty: ``(code, message)``."""
 
     def capabilities(self) -> dict[str, Any]:
         """The wire ``capabilities`` object our clients see."""
@@ -73,8 +120,6 @@ class RemoteBackend(Protocol):
     def adopt_capabilities(self, caps: dict[str, Any]) -> None:
         """Remember the capabilities a remote session announced."""
 
-    def remote_lost(self, why: str) -> None:
-        """A session found the remote gone: mark it unhealthy now."""
 
 
 class RemoteSession:
@@ -112,6 +157,12 @@ class RemoteSession:
         self._close_forwarded = False
         self._remote_ended = False
         self._link: Link | None = None
+        self.target: Target | None = None
+        self._admitted = False
+        self._journal: list[dict[str, Any]] | None = []
+        self._send_lock = asyncio.Lock()
+        self._link_ready = asyncio.Event()
+        self._opened_at = 0.0
         self._appends = AppendEncoder()
         self._remote_seq = 0
         self._acked_seq = 0
@@ -208,6 +259,7 @@ class RemoteSession:
             self._outbox.put_nowait(ev)
         self.closed = True
         self.close_reason = ev.reason
+        self._release_target()
         for t in list(self._tasks):
             if t is not self._run_task and t is not asyncio.current_task():
                 t.cancel()
@@ -216,8 +268,14 @@ class RemoteSession:
         if self._on_closed is not None:
             self._on_closed(self)
 
+    def _release_target(self) -> None:
+        if self.target is not None:
+            self.target.session_closed()
+            self.target = None
+
     def _remote_gone(self, why: str) -> None:
-        self._backend.remote_lost(why)
+        if self.target is not None:
+            self.target.lost(why)
         self._error(REMOTE_UNAVAILABLE, f"the remote model server went away: {why}", error_type="server_error")
         self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason="remote_disconnected"))
 
@@ -235,23 +293,11 @@ class RemoteSession:
         return t
 
     async def _run(self) -> None:
-        """Own the link: connect, then receive until it ends."""
+        """Own the link: place the session on a backend, then receive until it ends."""
         try:
-            try:
-                link = await self._backend.new_link()
-                self._link = link
-                await link.open()
-            except LinkUnavailable as exc:
-                self._remote_ended = True
-                self._backend.remote_lost(str(exc))
-                self._error(REMOTE_UNAVAILABLE, f"the remote model server is unavailable: {exc}",
-                            error_type="server_error")
-                self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason=REMOTE_UNAVAILABLE))
+            link = await self._place()
+            if link is None or self.closed:
                 return
-            if self.closed:  # ended locally while connecting: nothing was configured remotely
-                return
-            self._spawn(self._send_loop(link), f"remote-send-{self.id}")
-            self._spawn(self._ack_loop(link), f"remote-ack-{self.id}")
             while True:
                 obj = await link.recv()
                 if obj is None:
@@ -270,6 +316,133 @@ class RemoteSession:
                 await self._link.close()
             self._done.set()
 
+    async def _place(self) -> Link | None:
+        """Try the backends in admission order until one creates the session (see the module doc).
+
+        Returns the admitted link, or the last candidate's link with its handshake still
+        undecided (the receive loop handles it as a single backend would); ``None`` when the
+        session has ended (refused everywhere, unreachable, closed locally).
+        """
+        order = self._backend.admission_order()
+        if not order:
+            code, message = self._backend.no_backend()
+            self._remote_ended = True
+            if code == RESOURCE_EXHAUSTED:  # retryable: a probe (every health_interval_s) may show room
+                probe_s = getattr(self._backend.config.remote, "health_interval_s", 2.0)
+                self._emit(E.ErrorEvent(epoch=self.epoch, code=code, message=message, error_type="rate_limit_error",
+                                        retryable=True, retry_after_ms=int(probe_s * 1000)))
+                self._backend.metrics.sessions_refused.inc()
+            else:
+                self._error(code, message, error_type="server_error")
+            self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason=code))
+            return None
+        refusal: E.ErrorEvent | None = None
+        unreachable = "no backend could be reached"
+        started = False
+        for i, target in enumerate(order):
+            last = i == len(order) - 1
+            self.target = target
+            target.session_opened()
+            self._opened_at = time.perf_counter()
+            try:
+                link = await target.new_link()
+                await link.open()
+            except LinkUnavailable as exc:
+                target.lost(str(exc), during_admission=True)
+                self._release_target()
+                unreachable = str(exc)
+                if self._journal is None:
+                    break
+                continue
+            if self.closed:  # ended locally while connecting: nothing was configured remotely
+                self._link = link
+                return None
+            async with self._send_lock:
+                self._link, self._remote_seq, self._acked_seq = link, 0, 0
+                self._handshake_error = None
+                try:
+                    for wire in self._journal or ():
+                        await link.send(self._retarget(wire))
+                except LinkUnavailable:
+                    pass  # the receive below sees the end
+            self._link_ready.set()
+            if not started:
+                started = True
+                self._spawn(self._send_loop(), f"remote-send-{self.id}")
+                self._spawn(self._ack_loop(), f"remote-ack-{self.id}")
+            if last or self._journal is None:
+                return link
+            outcome = await self._handshake(link)
+            if outcome == "admitted":
+                return link
+            if self.closed:
+                return None
+            if outcome == "ended" and self._handshake_error is not None:  # refused for another reason
+                self._remote_ended = True
+                self._on_link_end(link.close_info)
+                return None
+            if outcome == "refused":
+                target.refused()
+                refusal = self._handshake_error
+            else:
+                target.lost(f"handshake ended ({link.close_info or 'no close frame'})", during_admission=True)
+                unreachable = link.close_info or "the handshake ended"
+            self._release_target()
+            closing = asyncio.get_running_loop().create_task(link.close())  # not worth waiting for
+            _CLOSING.add(closing)
+            closing.add_done_callback(_CLOSING.discard)
+        # every candidate refused or was unreachable
+        self._remote_ended = True
+        if refusal is not None:
+            self._emit(refusal)
+            self._backend.metrics.sessions_refused.inc()
+            self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason=refusal.code))
+        else:
+            self._error(REMOTE_UNAVAILABLE, f"the remote model server is unavailable: {unreachable}",
+                        error_type="server_error")
+            self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason=REMOTE_UNAVAILABLE))
+        return None
+
+    async def _handshake(self, link: Link) -> str:
+        """Receive until the backend decides: ``admitted`` | ``refused`` (``resource_exhausted``) | ``ended``.
+
+        Events before the decision are handled as usual (other errors reach the client).
+        """
+        while not self._admitted:
+            obj = await link.recv()
+            if obj is None:
+                return "ended"
+            if obj.get("type") == "error" and self._error_code(obj) == RESOURCE_EXHAUSTED:
+                try:
+                    ev = decode_event(obj, epoch=self.epoch)
+                except EventDecodeError:
+                    ev = None
+                if not isinstance(ev, E.ErrorEvent):
+                    ev = E.ErrorEvent(epoch=self.epoch, code=RESOURCE_EXHAUSTED, message=str(obj)[:200],
+                                      error_type="rate_limit_error")
+                self._handshake_error = ev
+                return "refused"
+            self._on_remote(obj)
+            if self.closed:
+                return "ended"
+        return "admitted"
+
+    @staticmethod
+    def _error_code(obj: dict[str, Any]) -> Any:
+        err = obj.get("error")
+        return err.get("code") if isinstance(err, dict) else obj.get("code")
+
+    def _retarget(self, wire: dict[str, Any]) -> dict[str, Any]:
+        """A journaled event for the current target (``session.update`` names its model)."""
+        if wire.get("type") != "session.update" or self.target is None:
+            return wire
+        session = dict(wire.get("session") or {})
+        if self.target.remote_model:
+            session["model"] = self.target.remote_model
+        else:
+            session.pop("model", None)
+        return {**wire, "session": session}
+
     def _on_link_end(self, info: str) -> None:
         if self.closed:
             return
@@ -277,13 +450,16 @@ class RemoteSession:
             self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason="client_close"))
         elif self.remote_session_id is None and self._handshake_error is not None:
             code = self._handshake_error.code
-            if code == "resource_exhausted":
+            if code == RESOURCE_EXHAUSTED:
                 self._backend.metrics.sessions_refused.inc()
+                if self.target is not None:
+                    self.target.refused()
             self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason=code))
         else:
             self._remote_gone(f"connection closed ({info or 'no close frame'})")
 
-    async def _send_loop(self, link: Link) -> None:
+    async def _send_loop(self) -> None:
+        await self._link_ready.wait()
         while True:
             cmd = await self._out.get()
             try:
@@ -291,34 +467,46 @@ class RemoteSession:
             except MediaError as exc:
                 self._error(exc.code, str(exc), event_id=getattr(cmd, "event_id", None))
                 continue
-            try:
-                await link.send(wire)
-            except LinkUnavailable:
-                return  # the receive side sees the end and reports it
+            async with self._send_lock:
+                if not self._admitted and self._journal is not None:
+                    self._journal.append(wire)
+                    if len(self._journal) > JOURNAL_MAX:
+                        self._journal = None  # too much to replay: no spill-over for this session
+                link = self._link
+                assert link is not None
+                try:
+                    await link.send(wire)
+                except LinkUnavailable:
+                    if self._admitted:
+                        return  # the receive side sees the end and reports it
+                    continue  # before admission: the placer moves on and replays the journal
             if wire.get("type") == "session.close" and not self._close_forwarded:
                 self._close_forwarded = True
                 self._spawn(self._close_watchdog(), f"remote-close-{self.id}")
 
     def _to_wire(self, cmd: Any) -> dict[str, Any]:
         if isinstance(cmd, C.SessionUpdate):
-            return session_update_wire(cmd, ref_audio=self._backend.ref_audio, model=self._backend.remote_model)
+            model = self.target.remote_model if self.target is not None else None
+            return session_update_wire(cmd, ref_audio=self._backend.ref_audio, model=model)
         if isinstance(cmd, C.AppendArrays):
             return self._appends.encode(cmd)
         if isinstance(cmd, C.AudioAppend):
             self._appends.note_wire_append(cmd)
         return cmd.model_dump(exclude_none=True)
 
-    async def _ack_loop(self, link: Link) -> None:
+    async def _ack_loop(self) -> None:
         """Acknowledge the remote's events; bursts collapse into one ack of the latest seq."""
         while True:
             await self._ack_wanted.wait()
             self._ack_wanted.clear()
-            seq = self._remote_seq
-            if seq > self._acked_seq:
+            seq, link = self._remote_seq, self._link
+            if seq > self._acked_seq and link is not None:
                 try:
                     await link.send({"type": "session.event_ack", "server_event_seq": seq})
                 except LinkUnavailable:
-                    return
+                    if self._admitted:
+                        return
+                    continue
                 self._acked_seq = seq
 
     async def _goodbye(self) -> None:
@@ -368,6 +556,8 @@ class RemoteSession:
             self._adopt_session(ev)
         elif isinstance(ev, E.ErrorEvent) and self.remote_session_id is None:
             self._handshake_error = ev
+            if ev.code == "resource_exhausted" and ev.retryable is None:
+                ev.retryable = True  # vLLM-Omni marks capacity refusals retryable
         elif isinstance(ev, (E.AudioDelta, E.ResponseListen)) and ev.session_id:
             ev.session_id = self.id
         elif isinstance(ev, RawEvent) and self.remote_session_id and ev.data.get("session_id") == self.remote_session_id:
@@ -384,6 +574,11 @@ class RemoteSession:
         caps = session.get("capabilities")
         if isinstance(caps, dict):
             self._backend.adopt_capabilities(caps)
+        if not self._admitted:
+            self._admitted = True
+            self._journal = None
+            if self.target is not None:
+                self.target.admitted(time.perf_counter() - self._opened_at, caps if isinstance(caps, dict) else None)
         session["id"] = self.id
         session["remote_session_id"] = self.remote_session_id
         session["capabilities"] = self._backend.capabilities()

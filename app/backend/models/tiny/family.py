@@ -36,6 +36,7 @@ from app.backend.models.tiny.vad import SileroVad, shared_silero_session
 from app.backend.models.tiny.voice import load_piper_split
 from app.backend.pipeline.stages import (
     FamilyCapabilities,
+    GeneratedReply,
     ModelFamily,
     SamplingParams,
     Thinker,
@@ -95,6 +96,10 @@ class TinyThinker(Thinker):
     def generate(self, prompt: ThinkerPrompt, params: SamplingParams) -> str:
         """Short reply (<= ``max_reply_sentences`` sentences); see :class:`GemmaLlm`."""
         return self.llm.generate(prompt, params)
+
+    def generate_reply(self, prompt: ThinkerPrompt, params: SamplingParams) -> GeneratedReply:
+        """:meth:`generate` with its ``finish_reason`` (``length``: cut by ``max_tokens``, trimmed to a boundary)."""
+        return self.llm.generate_reply(prompt, params)
 
     def vad_factory(self) -> SileroVad:
         """A fresh streaming VAD (own LSTM state and buffers, shared ONNX session).

@@ -41,7 +41,13 @@ from app.backend.models.tiny.cache import (
     ensure_generated,
 )
 from app.backend.models.tiny.runtime import DEFAULT_THREADS
-from app.backend.pipeline.stages import SamplingParams, ThinkerPrompt, Turn
+from app.backend.pipeline.stages import (
+    GeneratedReply,
+    SamplingParams,
+    ThinkerPrompt,
+    Turn,
+)
+from app.backend.turns.text_cues import DANGLING_WORDS
 
 CACHE_SUBDIR: Final[str] = "gemma3-270m"
 """Sub-folder of the cache root holding the assembled GGUF."""
@@ -212,6 +218,36 @@ def shorten_reply(text: str, max_sentences: int = DEFAULT_MAX_SENTENCES) -> str:
     return " ".join(parts[:max_sentences]).strip()
 
 
+_CLAUSE_END: Final[re.Pattern[str]] = re.compile(r"[,;:\u2014\u2013]\s+(?=\S)")
+
+
+def finish_reply(raw: str, hit_max_tokens: bool, max_sentences: int = DEFAULT_MAX_SENTENCES) -> GeneratedReply:
+    """Shorten a completion (:func:`shorten_reply`) and say whether ``max_tokens`` cut what is kept.
+
+    A completion cut by ``max_tokens`` whose kept part ends mid-sentence ("... gets warmer and")
+    is ``finish_reason: "length"`` and is trimmed back to its last sentence end, else to its last
+    clause boundary (``,`` ``;`` ``:`` or a dash, ended with a full stop), so that the speech does
+    not stop on a dangling word; with neither, trailing function words ("... object in the") are
+    dropped (:data:`~app.backend.turns.text_cues.DANGLING_WORDS`, one word at least is kept) and
+    it ends with a full stop. A cut that falls in text the sentence cap or the first-line rule
+    drops anyway is ``"stop"``.
+    """
+    text = shorten_reply(raw, max_sentences)
+    whole = _one_line(raw)  # (text differs from it when the line or the sentence cap cut the completion)
+    if not hit_max_tokens or not text or text != whole or text[-1] in ".!?\"'\u201d\u2019)":
+        return GeneratedReply(text)
+    sentences = _SENTENCE_END.split(text)
+    if len(sentences) > 1:
+        return GeneratedReply(" ".join(sentences[:-1]).strip(), "length")
+    clauses = list(_CLAUSE_END.finditer(text))
+    if clauses:
+        return GeneratedReply(text[: clauses[-1].start()].rstrip() + ".", "length")
+    words = text.split()
+    while len(words) > 1 and words[-1].lower().strip("'\"") in DANGLING_WORDS:
+        words.pop()
+    return GeneratedReply(" ".join(words).rstrip(",;:-\u2014\u2013") + ".", "length")
+
+
 class GemmaLlm:
     """Gemma 3 270M base through ``llama_cpp.Llama``.
 
@@ -304,7 +340,11 @@ class GemmaLlm:
         return text
 
     def generate(self, prompt: ThinkerPrompt, params: SamplingParams) -> str:
-        """Write a short reply.
+        """:meth:`generate_reply`'s text."""
+        return self.generate_reply(prompt, params).text
+
+    def generate_reply(self, prompt: ThinkerPrompt, params: SamplingParams) -> GeneratedReply:
+        """Write a short reply, and say whether ``max_tokens`` cut it (see :func:`finish_reply`).
 
         Args:
             prompt: instructions, history, user text, seen text.
@@ -313,8 +353,8 @@ class GemmaLlm:
                 ``repetition_penalty`` maps to llama.cpp ``repeat_penalty``.
 
         Returns:
-            The reply (<= ``max_sentences`` sentences, one line); ``""`` when both user text and
-            seen text are blank.
+            The reply (<= ``max_sentences`` sentences, one line; ``""`` when both user text and
+            seen text are blank) and its ``finish_reason``.
 
         Raises:
             ValueError: invalid sampling parameters.
@@ -324,7 +364,7 @@ class GemmaLlm:
         if params.temperature < 0 or not 0 < params.top_p <= 1 or params.repetition_penalty <= 0:
             raise ValueError(f"invalid sampling parameters: {params}")
         if not prompt.user_text.strip() and not _seen_lines(prompt.seen_text):
-            return ""
+            return GeneratedReply("")
         with self._lock:
             text = self.fit_prompt(prompt, params.max_tokens)
             if params.temperature > 0 and params.seed is not None:
@@ -343,4 +383,5 @@ class GemmaLlm:
                 seed=params.seed,
                 stop=list(STOP),
             )
-        return shorten_reply(out["choices"][0]["text"], self.max_sentences)
+        choice = out["choices"][0]
+        return finish_reply(choice["text"], choice.get("finish_reason") == "length", self.max_sentences)
