@@ -65,3 +65,12 @@ def test_append_is_typed():
 @pytest.mark.parametrize("t", ["response.cancel", "barge_in", "output_audio_buffer.clear", "input.cancel"])
 def test_hard_interrupts_share_one_command(t):
     assert isinstance(dec({"type": t}), C.CancelResponse)
+
+
+def test_json_nested_too_deep_is_invalid_json_not_a_crash():
+    # found by the fuzzer (tests/fuzz_protocol.py): json.loads raised RecursionError, which escaped
+    # the decoder and ended the WebSocket handler with a traceback instead of an error event
+    deep = '{"type": "session.update", "session": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(C.ProtocolError) as exc:
+        C.decode_command(deep, max_bytes=len(deep))
+    assert exc.value.code == "invalid_json" and "nested too deeply" in exc.value.message
