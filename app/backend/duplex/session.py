@@ -285,14 +285,16 @@ class DuplexSession:
     def _dispatch(self, msg: Any) -> None:
         try:
             self._handle(msg)
-        except C.ProtocolError as err:
+        except C.ProtocolError as err:  # it answers the command being handled, whoever raised it
+            err.event_id = err.event_id or getattr(msg, "event_id", None)
             self.reject(err)
         except MediaError as err:
             self._error(err.code if err.code.startswith(("bad_", "invalid")) else "bad_audio", str(err),
                         event_id=getattr(msg, "event_id", None))
         except Exception as exc:  # a bug must not take other sessions down
             log.exception("session %s: internal error", self.id)
-            self._error("internal_error", f"{type(exc).__name__}: {exc}", error_type="server_error")
+            self._error("internal_error", f"{type(exc).__name__}: {exc}", error_type="server_error",
+                        event_id=getattr(msg, "event_id", None))
 
     def _handle(self, msg: Any) -> None:
         if self._turns.waiting and C.is_client_command(msg) and not isinstance(msg, C.CloseSession):
