@@ -45,6 +45,7 @@ from app.backend.duplex.history import History
 from app.backend.duplex.inputs import InputDecoder
 from app.backend.duplex.playback import PlaybackLedger, clamp_ack, heard_text
 from app.backend.duplex.recorder import NO_RECORDER
+from app.backend.duplex.probe import SessionProbe
 from app.backend.duplex.replies import Posted, ReplyRunner
 from app.backend.duplex.settings import SessionSettings, apply_update
 from app.backend.duplex.transcripts import TranscriptCache
@@ -128,9 +129,11 @@ class DuplexSession:
         self._uncommitted = 0
         self.last_activity = time.monotonic()
         self.detached_at: float | None = None
+        self.route = "realtime"  # or "page": set by SessionManager.open (metrics label)
         self._task: asyncio.Task[None] | None = None
         self._work: set[asyncio.Task[Any]] = set()
         self._clock = UnitClock(self.unit_ms)
+        self._probe = SessionProbe(deps.metrics, self.unit_ms, route=lambda: self.route)
         self._transcripts = TranscriptCache(session_id, deps.pipeline, self._spawn)
         # echo gate (turn_policy.echo_gate): sees what is released (_emit), zeroes echo-only VAD windows
         self._echo = EchoGate() if getattr(self._tcfg, "echo_gate", False) else None
@@ -224,6 +227,7 @@ class DuplexSession:
         self._seq += 1
         ev.server_event_seq = self._seq
         self._rec.event(ev)
+        self._probe.on_event(ev)
         if self._echo is not None:
             self._echo.on_event(ev, self._clock.samples)  # released audio and dropped playback -> the echo gate
         try:
@@ -283,18 +287,17 @@ class DuplexSession:
                 self._close_now("shutdown")
 
     def _dispatch(self, msg: Any) -> None:
+        eid = getattr(msg, "event_id", None)  # an error answers the command being handled, whoever raised it
         try:
             self._handle(msg)
-        except C.ProtocolError as err:  # it answers the command being handled, whoever raised it
-            err.event_id = err.event_id or getattr(msg, "event_id", None)
+        except C.ProtocolError as err:
+            err.event_id = err.event_id or eid
             self.reject(err)
         except MediaError as err:
-            self._error(err.code if err.code.startswith(("bad_", "invalid")) else "bad_audio", str(err),
-                        event_id=getattr(msg, "event_id", None))
+            self._error(err.code if err.code.startswith(("bad_", "invalid")) else "bad_audio", str(err), event_id=eid)
         except Exception as exc:  # a bug must not take other sessions down
             log.exception("session %s: internal error", self.id)
-            self._error("internal_error", f"{type(exc).__name__}: {exc}", error_type="server_error",
-                        event_id=getattr(msg, "event_id", None))
+            self._error("internal_error", f"{type(exc).__name__}: {exc}", error_type="server_error", event_id=eid)
 
     def _handle(self, msg: Any) -> None:
         if self._turns.waiting and C.is_client_command(msg) and not isinstance(msg, C.CloseSession):
@@ -325,6 +328,7 @@ class DuplexSession:
             audio = np.asarray(msg.audio, np.float32).reshape(-1)
             self._rec.input(audio, msg)
             self._uncommitted += audio.size
+            self._probe.on_input(audio.size)
             self._feed_audio(audio)
         elif isinstance(msg, C.Commit):
             self._on_commit(msg)
@@ -367,6 +371,7 @@ class DuplexSession:
                 self.reject(err)
             self._camera.add(images)
         self._uncommitted += audio.size
+        self._probe.on_input(audio.size)
         self._feed_audio(audio)
 
     def _feed_audio(self, audio: np.ndarray) -> None:
@@ -425,6 +430,7 @@ class DuplexSession:
             raise C.ProtocolError("response_not_active", "no active response to cancel", event_id=msg.event_id,
                                   param="response_id" if msg.response_id else None)
         reason = "client_cancelled" if msg.type == "response.cancel" else "barge_in"
+        self._probe.on_client_interrupt()
         rid = self._replies.active_response_id
         self._cancel_reply(reason)
         if msg.type in ("output_audio_buffer.clear", "barge_in") or rid:
