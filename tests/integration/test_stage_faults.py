@@ -1,0 +1,119 @@
+"""Fault injection in a stage (issue 11 part 6): a call that raises, a call that hangs its thread.
+
+The seam is ``StageWorker.fault`` (off by default): a callable the worker thread runs before each
+call. The server, the models and the clients are real; the talker's watchdog
+(``stages[].stage_timeout_s``) is 6 s here: long enough for the second session's talker work to
+queue behind the hung call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import httpx
+import pytest
+
+from app.client.duplex import DuplexClient
+from tests.integration.rt_helpers import wav_pcm16
+from tests.integration.test_realtime_metrics import scrape
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+WATCHDOG_S = 6.0
+
+
+@pytest.fixture(scope="module")
+def fault_server(make_server, deploy_config):
+    stages = deploy_config.model_dump(exclude_none=True)["stages"]
+    stages[1]["stage_timeout_s"] = WATCHDOG_S
+    return make_server(stages=stages)
+
+
+async def ask(c: DuplexClient, pcm: bytes) -> dict:
+    """Ask; the answer's ``response.done``, or the ``error`` of a reply that failed before it opened
+    (a response is only created with its first audio, so a failed first segment has no response)."""
+    start = len(c.collector.events)
+    await c.stream_pcm(pcm, chunk_ms=100, realtime=False)
+    await c.commit()
+    return await c.wait_for(lambda e: e["type"] == "response.done" or e["type"] == "error", timeout_s=90,
+                            after_index=start, raise_on_error=False)
+
+
+def failed(ev: dict) -> bool:
+    return ev["type"] == "error" or ev["response"]["status"] == "failed"
+
+
+def completed(ev: dict) -> bool:
+    return ev["type"] == "response.done" and ev["response"]["status"] == "completed"
+
+
+def errors(c: DuplexClient) -> list[dict]:
+    return [e["error"] for e in c.collector.events if e["type"] == "error"]
+
+
+async def test_a_stage_call_that_raises_fails_that_request_only(fault_server, question_wav):
+    pcm = wav_pcm16(question_wav)
+    talker = fault_server.engine.pipeline.talker
+    async with DuplexClient(fault_server.ws_url) as a, DuplexClient(fault_server.ws_url) as b:
+        def fault(ctx, payload):
+            if ctx.request_id.startswith(a.session_id):
+                raise RuntimeError("injected talker fault")
+
+        talker.fault = fault
+        try:
+            done_a, done_b = await asyncio.gather(ask(a, pcm), ask(b, pcm))
+        finally:
+            talker.fault = None
+        assert failed(done_a)
+        (err,) = errors(a)
+        assert err["code"] == "response_error" and err["type"] == "server_error"
+        assert "talker stage failed: RuntimeError: injected talker fault" in err["message"]
+        assert completed(done_b) and errors(b) == []
+        assert completed(await ask(a, pcm))  # the failed request took nothing else with it
+    assert httpx.get(fault_server.base_url + "/health").json()["status"] == "ok"
+
+
+async def test_a_hung_stage_call_is_abandoned_and_the_others_move_to_a_fresh_worker(fault_server, question_wav):
+    pcm = wav_pcm16(question_wav)
+    talker = fault_server.engine.pipeline.talker
+    hang_s = 12.0
+    hanging = threading.Event()
+    async with DuplexClient(fault_server.ws_url) as a, DuplexClient(fault_server.ws_url) as b:
+        def fault(ctx, payload):
+            if ctx.request_id.startswith(a.session_id) and not hanging.is_set():
+                hanging.set()
+                time.sleep(hang_s)  # blocks the worker thread itself, as a stuck native call would
+
+        talker.fault = fault
+        try:
+            task_a = asyncio.create_task(ask(a, pcm))
+            assert await asyncio.to_thread(hanging.wait, 60)
+            t_hang = time.monotonic()
+            done_b = await ask(b, pcm)  # its talker work queues behind the hung call
+            t_b = time.monotonic() - t_hang
+            health = httpx.get(fault_server.base_url + "/health")
+            done_a = await task_a
+        finally:
+            talker.fault = None
+        # B was answered by the fresh worker while the abandoned thread still slept
+        assert completed(done_b) and errors(b) == []
+        assert t_b < hang_s - 1, t_b
+        assert health.status_code == 200 and health.json()["status"] == "degraded"
+        assert "talker" in health.json()["degraded"] and health.json()["stages"]["talker"] is True
+        assert failed(done_a)
+        (err,) = errors(a)
+        assert err["code"] == "response_error" and f"timed out after {WATCHDOG_S:g} s (watchdog)" in err["message"]
+        # some talker item waited in the inbox behind the hung call (longer than 2 s)
+        m = scrape(fault_server.base_url)
+        waited = m[("omni_stage_queue_wait_seconds_count", (("stage", "talker"),))] - \
+            m[("omni_stage_queue_wait_seconds_bucket", (("le", "2.0"), ("stage", "talker")))]
+        assert waited >= 1
+        # the abandoned thread returns; the stage is healthy again and A's session answers
+        deadline = time.monotonic() + hang_s + 10
+        while talker.abandoned_threads and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        h = httpx.get(fault_server.base_url + "/health").json()
+        assert h["status"] == "ok" and h["degraded"] == {}
+        assert talker.timeouts == 1
+        assert completed(await ask(a, pcm))
