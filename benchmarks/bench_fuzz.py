@@ -7,7 +7,11 @@ batches of 20-60 frames from :func:`tests.fuzz_protocol.fuzz`, one fresh WebSock
 mix: well-formed events, events every state must refuse (unknown types, missing and wrong-typed
 fields, bad base64, sample rates out of range, partial samples, non-object JSON, random binary
 frames, JSON nested 100k deep), mutations of well-formed events, over-limit (4 MiB + 1..4096 B)
-and large (0.1-1 MB) frames, and commits/acks/cancels/creates in whatever order they come.
+and large (0.1-1 MB) frames, and commits/acks/cancels/creates in whatever order they come. One
+batch in 4 then asks the spoken question on the same session and, once its response exists, sends
+3-12 fuzzed acks (any ``played_ms``, truncations), cancels (of it, of another id), interrupts,
+commits and creates aimed at that live response. Every server frame must be strict JSON (no
+``NaN``/``Infinity``).
 
 Rules (per batch, :func:`tests.fuzz_protocol.check_batch`): every frame the server must refuse
 gets an ``error`` with a stable ``code`` and the ``event_id`` it answers (null only for frames
@@ -81,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         failure = None
         try:
             F.fuzz(ws_url, examples=args.examples, min_frames=20, max_frames=60, seed=args.seed, stats=stats,
-                   shrink=False)
+                   shrink=False, speech_pcm16=question, live_every=4)
         except AssertionError as exc:  # the stats keep every violation; the run still reports
             failure = str(exc)[:2000]
         fuzz_s = time.perf_counter() - t0
@@ -109,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         "by_kind": stats.by_kind,
         "errors_by_code": dict(sorted(stats.by_code.items(), key=lambda kv: -kv[1])),
         "capacity_refusals_retried": stats.refusals,
+        "live_responses": stats.live_responses,
         "violations": stats.violations[:50],
         "failure": failure,
         "honest_alone": {"transcript": alone.transcript, "audio_ms": round(alone.audio_ms, 1)},

@@ -24,7 +24,8 @@ def section_fuzz(d: dict[str, Any]) -> list[str]:
            f"- {_n(d.get('events'))} events in {_n(d.get('batches'))} batches, {_n(d.get('fuzz_wall_s'), 1)} s "
            f"({_n(d.get('events_per_s'), 1)} events/s); {_n(d.get('capacity_refusals_retried'))} reconnects refused "
            "with `resource_exhausted` while dropped sockets' slots waited out the 1 s grace (retried); each batch also "
-           "sends one sentinel (answered with `native_text_append_unsupported`) and one `input_audio_buffer.clear` probe", ""]
+           "sends one sentinel (answered with `native_text_append_unsupported`) and one `input_audio_buffer.clear` probe; "
+           f"{_n(d.get('live_responses'))} batches also fuzzed a live response (kinds `live*`)", ""]
     kinds = d.get("by_kind") or {}
     out += _table(["frame kind", "frames"], [[k, _n(v)] for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])])
     codes = d.get("errors_by_code") or {}

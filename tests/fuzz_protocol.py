@@ -12,6 +12,11 @@ do not exist, cancels with nothing to cancel). Each :class:`Frame` says what the
 * ``may_error``: depends on session state; if an ``error`` comes it carries the frame's
   ``event_id`` and a stable code.
 
+With a spoken question given, some batches end with a live phase: the question is asked and,
+once its response exists, :func:`live_frames` (acks of any length, truncations, cancels of it and
+of other ids, interrupts, commits, creates) are aimed at it. Every server frame must be strict
+JSON (no ``NaN``/``Infinity`` tokens).
+
 :func:`run_batch` plays one batch over a fresh WebSocket (so batches are also fast reconnects),
 ends it with a sentinel whose answer proves every earlier frame was handled (the session
 processes its inbox in order), checks the session is still usable (``input_audio_buffer.clear``
@@ -47,6 +52,7 @@ STABLE_CODES = frozenset({
 SENTINEL_CODE = "native_text_append_unsupported"
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # configs/tiny.yaml duplex_session.max_message_bytes
 _PAD = "<<pad>>"
+_RID = "<<rid>>"
 
 _JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**63), st.floats(allow_nan=False),
                        st.text(max_size=20))
@@ -72,12 +78,12 @@ class Frame:
     kind: str
     pad: int = 0
 
-    def wire(self) -> str | bytes:
-        """The frame as sent: ``data`` with its padding (kept out of ``data`` so reprs stay short)."""
-        if not self.pad:
+    def wire(self, response_id: str = "") -> str | bytes:
+        """The frame as sent: ``data`` with its padding (kept out of ``data`` so reprs stay short) and
+        the live response's id in place of its placeholder."""
+        if isinstance(self.data, bytes):
             return self.data
-        assert isinstance(self.data, str)
-        return self.data.replace(_PAD, "x" * self.pad)
+        return self.data.replace(_PAD, "x" * self.pad).replace(_RID, response_id)
 
     def __repr__(self) -> str:  # keep shrunk failures readable
         d = self.data if len(self.data) < 300 else f"<{len(self.data)} {type(self.data).__name__}>"
@@ -147,6 +153,10 @@ def _bad_events() -> st.SearchStrategy[dict[str, Any]]:
         st.sampled_from([{"type": "input_audio_buffer.append", "audio": base64.b64encode(b"\x01").decode()},
                          {"type": "input_audio_buffer.append", "audio": base64.b64encode(b"\x01" * 5).decode(),
                           "format": "pcm_f32le"}]),  # partial samples
+        st.sampled_from([float("inf"), float("-inf"), float("nan")]).flatmap(lambda x: st.sampled_from([
+            {"type": "playback.ack", "response_id": "resp_x", "played_ms": x},
+            {"type": "input_audio_buffer.append", "audio": "AAAA", "sample_rate_hz": x},
+        ])),  # NaN / Infinity literals (Python's json reads them)
         st.just({"type": "playback.ack"}),  # missing played_ms
         st.one_of(st.floats(max_value=-1e-9, allow_nan=False), st.just("ten"), st.just(None), st.just([])).map(
             lambda v: {"type": "playback.ack", "played_ms": v}),
@@ -227,10 +237,39 @@ def _is_object(data: str | bytes) -> bool:
 
 
 @st.composite
-def batches(draw: Any, min_size: int, max_size: int) -> tuple[list[Frame], str]:
-    """A list of frames (each with a unique event_id) and how the batch ends (``close`` | ``drop``)."""
+def live_frames(draw: Any, index: int) -> Frame:
+    """A frame aimed at a response that exists (its id filled in at send time): acks of any
+    length, truncations, cancels of it and of others, interrupts, commits, creates, or a bad event."""
+    eid = f"live-{draw(st.integers(0, 2**31))}-{index}"
+    played = st.one_of(st.sampled_from([0, 1, 250, 999.5, 10_000, 1e9, 1e300]), st.floats(0, 1e6))
+    obj = draw(st.one_of(
+        st.builds(lambda ms, tr, by_item: {"type": "playback.ack", "played_ms": ms, "truncate": tr,
+                                            **({"item_id": f"item_{_RID}"} if by_item else {"response_id": _RID})},
+                  played, st.booleans(), st.booleans()),
+        st.sampled_from([{"type": "response.cancel", "response_id": _RID}, {"type": "response.cancel"},
+                         {"type": "response.cancel", "response_id": "resp_other"}, {"type": "barge_in"},
+                         {"type": "output_audio_buffer.clear"}, {"type": "input_audio_buffer.commit"},
+                         {"type": "response.create"}, {"type": "input_audio_buffer.clear"},
+                         {"type": "playback.ack", "response_id": _RID, "played_ms": 100, "committed_ms": -5}]),
+    ))
+    obj, readable = _with_id(obj, eid, "ok")
+    if draw(st.integers(0, 4)) == 0:  # now and then a broken one
+        obj = _mutate(obj, "delete", draw(st.integers(0, 9)), None) if len(obj) > 2 else {**obj, "played_ms": "x"}
+        return Frame(json.dumps(obj), readable, "may_error", "live_mutated")
+    return Frame(json.dumps(obj), readable, "may_error", "live")
+
+
+@st.composite
+def batches(draw: Any, min_size: int, max_size: int, live_every: int = 0) -> tuple[list[Frame], str, list[Frame]]:
+    """Frames (each with a unique event_id), how the batch ends (``close`` | ``drop``), and frames for
+    a live response (empty unless drawn: one batch in ``live_every``; 0 = never)."""
     n = draw(st.integers(min_size, max_size))
-    return [draw(frames(i)) for i in range(n)], draw(st.sampled_from(["close", "drop"]))
+    fuzzed = [draw(frames(i)) for i in range(n)]
+    ending = draw(st.sampled_from(["close", "drop"]))
+    live: list[Frame] = []
+    if live_every and draw(st.integers(0, live_every - 1)) == 0:
+        live = [draw(live_frames(i)) for i in range(draw(st.integers(3, 12)))]
+    return fuzzed, ending, live
 
 
 @dataclass
@@ -244,12 +283,20 @@ class BatchResult:
     closed_early: str | None = None
     wall_s: float = 0.0
     refusals: int = 0
+    not_json: list[str] = field(default_factory=list)
+    live_response: str | None = None
 
 
-def run_batch(ws_url: str, batch: list[Frame], ending: str, *, timeout_s: float = 60.0) -> BatchResult:
-    """Play ``batch`` on a fresh session (see the module docstring); never raises on server behaviour."""
+def run_batch(ws_url: str, batch: list[Frame], ending: str, live: list[Frame] = (), *, speech_b64: str = "",
+              timeout_s: float = 60.0) -> BatchResult:
+    """Play ``batch`` on a fresh session (see the module docstring); never raises on server behaviour.
+
+    With ``live`` frames (and ``speech_b64``, a spoken question as base64 PCM16 16 kHz), the usable
+    session is then asked the question (append + commit); once its response exists the ``live``
+    frames go out with its id, followed by a second sentinel.
+    """
     t0 = time.perf_counter()
-    res = BatchResult(batch)
+    res = BatchResult(list(batch) + list(live))
     with _admitted(ws_url, res, timeout_s) as ws:
         for fr in batch:
             ws.send(fr.wire())
@@ -259,6 +306,19 @@ def run_batch(ws_url: str, batch: list[Frame], ending: str, *, timeout_s: float 
         probe = f"probe-{id(res)}"
         ws.send(json.dumps({"type": "input_audio_buffer.clear", "event_id": probe}))
         res.usable = _read_until(ws, res, lambda e: e.get("type") == "input_audio_buffer.cleared", timeout_s)
+        if live and speech_b64 and res.usable:
+            ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": speech_b64}))
+            ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            if _read_until(ws, res, lambda e: e.get("type") == "response.created", timeout_s):
+                rid = next(e["response"]["id"] for e in reversed(res.events) if e.get("type") == "response.created")
+                res.live_response = rid
+                for fr in live:
+                    ws.send(fr.wire(rid))
+                again = f"sentinel2-{id(res)}"
+                ws.send(json.dumps({"type": "input.text.append", "event_id": again, "text": "sync"}))
+                res.sentinel_answered = _read_until(ws, res, lambda e: _answers(e, again), timeout_s)
+            else:
+                res.closed_early = res.closed_early or "no response to the spoken question"
         if ending == "close":
             ws.send(json.dumps({"type": "session.close"}))
             _read_until(ws, res, lambda e: e.get("type") == "session.closed", timeout_s)
@@ -284,6 +344,14 @@ def _admitted(ws_url: str, res: BatchResult, timeout_s: float) -> Any:
         return ws
 
 
+def strict_json(raw: str | bytes) -> Any:
+    """``json.loads`` that refuses ``NaN``/``Infinity`` (not JSON: browsers' ``JSON.parse`` rejects them)."""
+    def refuse(name: str) -> Any:
+        raise ValueError(f"non-standard JSON constant {name}")
+
+    return json.loads(raw, parse_constant=refuse)
+
+
 def _answers(ev: dict[str, Any], event_id: str) -> bool:
     return ev.get("type") == "error" and ev.get("error", {}).get("event_id") == event_id
 
@@ -295,12 +363,17 @@ def _read_until(ws: Any, res: BatchResult, pred: Any, timeout_s: float) -> bool:
         if left <= 0:
             return False
         try:
-            ev = json.loads(ws.recv(timeout=left))
+            raw = ws.recv(timeout=left)
         except TimeoutError:
             return False
         except Exception as exc:  # socket closed
             res.closed_early = res.closed_early or f"{type(exc).__name__}: {exc}"
             return False
+        try:
+            ev = strict_json(raw)
+        except ValueError as exc:
+            res.not_json.append(f"{exc}: {str(raw)[:200]}")
+            ev = json.loads(raw)
         res.events.append(ev)
         if ev.get("type") in ("session.closed", "session.expired") and not pred(ev):
             res.closed_early = f"{ev['type']}: {ev.get('reason')}"
@@ -318,6 +391,7 @@ def check_batch(res: BatchResult) -> list[str]:
         out.append("sentinel not answered: a frame was not handled")
     if not res.usable:
         out.append("session not usable after the batch (no input_audio_buffer.cleared)")
+    out += [f"server frame is not strict JSON: {x}" for x in res.not_json]
     errors = [e for e in res.events if e.get("type") == "error"]
     by_id: dict[str | None, list[dict[str, Any]]] = {}
     for e in errors:
@@ -328,7 +402,7 @@ def check_batch(res: BatchResult) -> list[str]:
         by_id.setdefault(err.get("event_id"), []).append(err)
     sent_ids = {fr.event_id for fr in res.frames if fr.event_id}
     for eid in by_id:
-        if eid is not None and eid not in sent_ids and not str(eid).startswith(("sentinel-", "probe-")):
+        if eid is not None and eid not in sent_ids and not str(eid).startswith(("sentinel", "probe-")):
             out.append(f"error answers an event_id never sent: {eid!r}")
     for fr in res.frames:
         if fr.expect == "must_error" and fr.event_id is not None and fr.event_id not in by_id:
@@ -359,6 +433,7 @@ class FuzzStats:
     batch_wall_s: list[float] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     refusals: int = 0
+    live_responses: int = 0
 
     def add(self, res: BatchResult, violations: list[str]) -> None:
         self.batches += 1
@@ -372,25 +447,31 @@ class FuzzStats:
                 self.by_code[code] = self.by_code.get(code, 0) + 1
         self.batch_wall_s.append(res.wall_s)
         self.refusals += res.refusals
+        self.live_responses += res.live_response is not None
         self.violations.extend(violations)
 
 
 def fuzz(ws_url: str, *, examples: int, min_frames: int = 20, max_frames: int = 60, seed: int | None = None,
-         stats: FuzzStats | None = None, on_batch: Any = None, shrink: bool = True) -> FuzzStats:
+         stats: FuzzStats | None = None, on_batch: Any = None, shrink: bool = True, speech_pcm16: bytes = b"",
+         live_every: int = 4) -> FuzzStats:
     """Run ``examples`` hypothesis examples (one batch each) against ``ws_url``.
+
+    With ``speech_pcm16`` (a spoken question, PCM16 16 kHz mono), one batch in ``live_every`` ends
+    with a live phase: the question is asked and fuzzed acks/cancels/interrupts hit its response.
 
     Raises:
         AssertionError: a batch broke a rule (hypothesis shrinks it first; the message lists them).
     """
     stats = stats if stats is not None else FuzzStats()
+    speech_b64 = base64.b64encode(speech_pcm16).decode() if speech_pcm16 else ""
 
     @settings(max_examples=examples, deadline=None, database=None, derandomize=seed is None,
               suppress_health_check=list(HealthCheck), print_blob=True,
               phases=None if shrink else (Phase.explicit, Phase.reuse, Phase.generate))
-    @given(batches(min_frames, max_frames))
-    def one(batch_and_end: tuple[list[Frame], str]) -> None:
-        batch, ending = batch_and_end
-        res = run_batch(ws_url, batch, ending)
+    @given(batches(min_frames, max_frames, live_every if speech_pcm16 else 0))
+    def one(drawn: tuple[list[Frame], str, list[Frame]]) -> None:
+        batch, ending, live = drawn
+        res = run_batch(ws_url, batch, ending, live, speech_b64=speech_b64)
         violations = check_batch(res)
         stats.add(res, violations)
         if on_batch is not None:

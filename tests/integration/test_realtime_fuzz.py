@@ -59,13 +59,15 @@ def test_fuzzed_events_never_break_the_server_or_an_honest_session(fuzz_server, 
     t.start()
     assert admitted.wait(30)
     try:
-        stats = F.fuzz(fuzz_server.ws_url, examples=30, min_frames=30, max_frames=50, seed=11, shrink=False)
+        stats = F.fuzz(fuzz_server.ws_url, examples=30, min_frames=30, max_frames=50, seed=11, shrink=False,
+                       speech_pcm16=pcm, live_every=6)
     finally:
         fuzz_done.set()
         t.join(180)
     assert stats.frames >= 1000, stats.frames
     assert stats.violations == []
-    assert {"valid", "bad", "mutated", "raw", "huge"} <= set(stats.by_kind)
+    assert {"valid", "bad", "mutated", "raw", "huge", "live"} <= set(stats.by_kind)
+    assert stats.live_responses >= 2  # acks, cancels and interrupts also met a response that existed
     run = honest["run"]
     assert run.errors == []
     assert (run.transcript, round(run.audio_ms)) == (alone.transcript, round(alone.audio_ms))

@@ -47,7 +47,9 @@ class ProtocolError(Exception):
 
 
 class _Cmd(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    # NaN/Infinity (Python's json reads them) are refused: echoed back (e.g. ``played_ms``) they
+    # would make our own events invalid JSON
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
     event_id: str | None = None
 
 
