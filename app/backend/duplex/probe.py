@@ -13,8 +13,8 @@ WebRTC frame) carrying it reached the session's owner task.
 * barge-in stop (``omni_duplex_barge_in_stop_seconds{kind}``): ``overlap``, from the arrival of the
   sample at which the user started speaking over a response that had begun its audio to the end
   of that response (``response.done`` or a ``response.listen`` naming it); ``client``, from the
-  arrival of a client interrupt (``response.cancel``/``barge_in``/``output_audio_buffer.clear``)
-  to the response's end;
+  arrival of a client interrupt (``response.cancel``/``barge_in``/``output_audio_buffer.clear``, as
+  the transport hands it over: the session's inbox wait counts) to the response's end;
 * per-unit decision time (``omni_duplex_unit_decision_seconds``): from the arrival of the sample
   that closes unit k to the emission of its ``session.unit_metrics`` (turn detector, score
   waits and the speak/listen decision included);
@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from app.backend.protocol import commands as C
 from app.backend.protocol import events as E
 from app.constants import FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ
 
@@ -74,9 +75,12 @@ class SessionProbe:
         self._received += int(samples)
         self._arrivals.append((self._received, self._now()))
 
-    def on_client_interrupt(self) -> None:
-        """A client interrupt command arrived now (the response playing, if any, must stop)."""
-        if self._audio_started and self._interrupt is None:
+    def on_command(self, cmd: Any) -> None:
+        """A client command arrived now (from the transport, before the session's inbox): a hard
+        interrupt (``response.cancel``, ``barge_in``, ``output_audio_buffer.clear``, ``input.cancel``,
+        ``turn.signal{barge_in}``) starts the clock of the response playing, if any."""
+        hard = isinstance(cmd, C.CancelResponse) or (isinstance(cmd, C.TurnSignal) and cmd.event == "barge_in")
+        if hard and self._audio_started and self._interrupt is None:
             self._interrupt = ("client", self._now())
 
     def arrival(self, sample: int) -> float | None:

@@ -14,7 +14,8 @@ The session composes collaborators that each own their state:
   and end;
 * :class:`~app.backend.duplex.playback.PlaybackLedger`: finished responses and their ``playback.ack``;
 * :class:`~app.backend.duplex.history.History` and :class:`~app.backend.duplex.context.ContextWindow`;
-* :class:`~app.backend.duplex.camera.Camera` and :class:`~app.backend.duplex.inputs.InputDecoder`.
+* :class:`~app.backend.duplex.camera.Camera` and :class:`~app.backend.duplex.inputs.InputDecoder`;
+* :class:`~app.backend.duplex.probe.SessionProbe`: latency and context figures for ``/metrics``.
 
 This class is the glue: it routes commands, turns the tracker's signals into reply decisions,
 and closes units. At every unit boundary the session decides: listen (``response.listen``),
@@ -171,6 +172,7 @@ class DuplexSession:
         A full inbox answers ``input_backpressure`` and drops the command.
         """
         self.last_activity = time.monotonic()
+        self._probe.on_command(cmd)  # arrival time of client interrupts (barge-in stop latency)
         if self.closed:
             return
         try:
@@ -209,8 +211,7 @@ class DuplexSession:
     def describe(self) -> dict[str, Any]:
         """The wire session object (``session.created.session``)."""
         return {
-            "id": self.id,
-            "object": "realtime.session",
+            "id": self.id, "object": "realtime.session",
             "state": "closed" if self.closed else "active",
             "epoch": self.epoch,
             "turn_id": self.turn_id,
@@ -327,9 +328,7 @@ class DuplexSession:
             self._camera.add(list(msg.frames))
             audio = np.asarray(msg.audio, np.float32).reshape(-1)
             self._rec.input(audio, msg)
-            self._uncommitted += audio.size
-            self._probe.on_input(audio.size)
-            self._feed_audio(audio)
+            self._feed_audio(audio, new=True)
         elif isinstance(msg, C.Commit):
             self._on_commit(msg)
         elif isinstance(msg, C.ClearInput):
@@ -370,14 +369,15 @@ class DuplexSession:
             for err in problems:
                 self.reject(err)
             self._camera.add(images)
-        self._uncommitted += audio.size
-        self._probe.on_input(audio.size)
-        self._feed_audio(audio)
+        self._feed_audio(audio, new=True)
 
-    def _feed_audio(self, audio: np.ndarray) -> None:
+    def _feed_audio(self, audio: np.ndarray, *, new: bool = False) -> None:
         # Feed the detector and the clock in pieces that never straddle a unit boundary, so
         # the unit decision sees exactly the audio up to its boundary. A detector waiting for a
         # model score takes no more: the rest is held (and the clock with it) until the score is in.
+        if new:  # just arrived (not input held back earlier)
+            self._uncommitted += audio.size
+            self._probe.on_input(audio.size)
         clock = self._clock
         pos = 0
         while pos < audio.size:
@@ -430,7 +430,6 @@ class DuplexSession:
             raise C.ProtocolError("response_not_active", "no active response to cancel", event_id=msg.event_id,
                                   param="response_id" if msg.response_id else None)
         reason = "client_cancelled" if msg.type == "response.cancel" else "barge_in"
-        self._probe.on_client_interrupt()
         rid = self._replies.active_response_id
         self._cancel_reply(reason)
         if msg.type in ("output_audio_buffer.clear", "barge_in") or rid:
