@@ -41,10 +41,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
+import httpx
 
-from benchmarks import common  # noqa: E402
-from tests import fuzz_protocol as F  # noqa: E402
+from benchmarks import common
+from tests import fuzz_protocol as F
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_duplex as D  # noqa: E402
-import common as C  # noqa: E402
+import bench_duplex as D
+import common as C
 
-from app.client.collector import RECEIVED_AT_KEY  # noqa: E402
-from app.client.duplex import DuplexClient  # noqa: E402
-from app.client.protocol import AUDIO_DELTA, event_type  # noqa: E402
+from app.client.collector import RECEIVED_AT_KEY
+from app.client.duplex import DuplexClient
+from app.client.protocol import AUDIO_DELTA, event_type
 
 SESSIONS = 4
 SLOT_S = 20.0

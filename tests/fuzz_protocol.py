@@ -94,7 +94,7 @@ def _pcm16_b64(ms: int, rate: int = 16000, loud: bool = False) -> str:
     n = max(0, rate * ms // 1000)
     if not loud:
         return base64.b64encode(b"\x00\x00" * n).decode()
-    import numpy as np  # noqa: PLC0415 - only the loud appends need it
+    import numpy as np
 
     t = np.arange(n) / rate
     return base64.b64encode((np.sin(2 * np.pi * 220 * t) * 8000).astype("<i2").tobytes()).decode()
@@ -366,7 +366,7 @@ def _read_until(ws: Any, res: BatchResult, pred: Any, timeout_s: float) -> bool:
             raw = ws.recv(timeout=left)
         except TimeoutError:
             return False
-        except Exception as exc:  # socket closed
+        except Exception as exc:  # noqa: BLE001 - the socket closed (how is recorded)
             res.closed_early = res.closed_early or f"{type(exc).__name__}: {exc}"
             return False
         try:
@@ -479,7 +479,7 @@ def fuzz(ws_url: str, *, examples: int, min_frames: int = 20, max_frames: int = 
         assert not violations, violations
 
     if seed is not None:
-        from hypothesis import seed as hseed  # noqa: PLC0415
+        from hypothesis import seed as hseed
 
         one = hseed(seed)(one)
     one()
@@ -505,7 +505,7 @@ async def honest_question(ws_url: str, pcm16: bytes, *, timeout_s: float = 120.0
             starts then cannot take every slot first).
         delay_s: wait this long after admission before asking, seconds.
     """
-    from app.client.duplex import DuplexClient  # noqa: PLC0415 - only the honest session needs it
+    from app.client.duplex import DuplexClient
 
     async with DuplexClient(ws_url) as c:
         if admitted is not None:

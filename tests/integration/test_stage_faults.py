@@ -48,6 +48,13 @@ def completed(ev: dict) -> bool:
     return ev["type"] == "response.done" and ev["response"]["status"] == "completed"
 
 
+async def health(srv) -> dict:
+    """``/health``'s body plus its HTTP status as ``code``."""
+    async with httpx.AsyncClient() as http:
+        r = await http.get(srv.base_url + "/health")
+    return {**r.json(), "code": r.status_code}
+
+
 def errors(c: DuplexClient) -> list[dict]:
     return [e["error"] for e in c.collector.events if e["type"] == "error"]
 
@@ -71,7 +78,7 @@ async def test_a_stage_call_that_raises_fails_that_request_only(fault_server, qu
         assert "talker stage failed: RuntimeError: injected talker fault" in err["message"]
         assert completed(done_b) and errors(b) == []
         assert completed(await ask(a, pcm))  # the failed request took nothing else with it
-    assert httpx.get(fault_server.base_url + "/health").json()["status"] == "ok"
+    assert (await health(fault_server))["status"] == "ok"
 
 
 async def test_a_hung_stage_call_is_abandoned_and_the_others_move_to_a_fresh_worker(fault_server, question_wav):
@@ -92,15 +99,15 @@ async def test_a_hung_stage_call_is_abandoned_and_the_others_move_to_a_fresh_wor
             t_hang = time.monotonic()
             done_b = await ask(b, pcm)  # its talker work queues behind the hung call
             t_b = time.monotonic() - t_hang
-            health = httpx.get(fault_server.base_url + "/health")
+            during = await health(fault_server)
             done_a = await task_a
         finally:
             talker.fault = None
         # B was answered by the fresh worker while the abandoned thread still slept
         assert completed(done_b) and errors(b) == []
         assert t_b < hang_s - 1, t_b
-        assert health.status_code == 200 and health.json()["status"] == "degraded"
-        assert "talker" in health.json()["degraded"] and health.json()["stages"]["talker"] is True
+        assert during["code"] == 200 and during["status"] == "degraded"
+        assert "talker" in during["degraded"] and during["stages"]["talker"] is True
         assert failed(done_a)
         (err,) = errors(a)
         assert err["code"] == "response_error" and f"timed out after {WATCHDOG_S:g} s (watchdog)" in err["message"]
@@ -113,7 +120,7 @@ async def test_a_hung_stage_call_is_abandoned_and_the_others_move_to_a_fresh_wor
         deadline = time.monotonic() + hang_s + 10
         while talker.abandoned_threads and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
-        h = httpx.get(fault_server.base_url + "/health").json()
+        h = await health(fault_server)
         assert h["status"] == "ok" and h["degraded"] == {}
         assert talker.timeouts == 1
         assert completed(await ask(a, pcm))

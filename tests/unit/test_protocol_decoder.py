@@ -82,5 +82,5 @@ def test_non_finite_numbers_are_bad_events(literal):
     # played_ms=Infinity through (>= 0), and playback.acknowledged echoed it back as a bare
     # Infinity token, which is not JSON (browsers' JSON.parse rejects the whole event)
     with pytest.raises(C.ProtocolError) as exc:
-        dec('{"type": "playback.ack", "response_id": "r", "played_ms": %s}' % literal)
+        dec('{"type": "playback.ack", "response_id": "r", "played_ms": ' + literal + "}")
     assert exc.value.code == "bad_event" and exc.value.param == "played_ms"

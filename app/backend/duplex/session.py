@@ -45,8 +45,8 @@ from app.backend.duplex.echo import EchoGate
 from app.backend.duplex.history import History
 from app.backend.duplex.inputs import InputDecoder
 from app.backend.duplex.playback import PlaybackLedger, clamp_ack, heard_text
-from app.backend.duplex.recorder import NO_RECORDER
 from app.backend.duplex.probe import SessionProbe
+from app.backend.duplex.recorder import NO_RECORDER
 from app.backend.duplex.replies import Posted, ReplyRunner
 from app.backend.duplex.settings import SessionSettings, apply_update
 from app.backend.duplex.transcripts import TranscriptCache
