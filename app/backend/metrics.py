@@ -25,7 +25,8 @@ class EngineMetrics:
         errors: failed stage items.
         sessions_active: open duplex sessions (in-process and proxied).
         sessions_admitted: sessions admitted (label ``route``: ``realtime``, ``page``).
-        sessions_refused: sessions refused at admission (label ``reason``: ``capacity`` ...).
+        sessions_refused: sessions refused at admission (label ``reason``: ``capacity``, ``client_limit``,
+            ``remote_capacity`` or a remote backend's refusal code).
         sessions_closed: sessions ended (label ``reason``: ``client_close``, ``disconnect_grace_expired``,
             ``idle_ttl_expired``, ``server_shutdown``, ``context_length_exceeded``, ``output_overflow`` ...).
         first_audio_s: end of the user's speech -> the answer's first audio, seconds (label ``route``);
