@@ -14,7 +14,8 @@ The session composes collaborators that each own their state:
   and end;
 * :class:`~app.backend.duplex.playback.PlaybackLedger`: finished responses and their ``playback.ack``;
 * :class:`~app.backend.duplex.history.History` and :class:`~app.backend.duplex.context.ContextWindow`;
-* :class:`~app.backend.duplex.camera.Camera` and :class:`~app.backend.duplex.inputs.InputDecoder`.
+* :class:`~app.backend.duplex.camera.Camera` and :class:`~app.backend.duplex.inputs.InputDecoder`;
+* :class:`~app.backend.duplex.probe.SessionProbe`: latency and context figures for ``/metrics``.
 
 This class is the glue: it routes commands, turns the tracker's signals into reply decisions,
 and closes units. At every unit boundary the session decides: listen (``response.listen``),
@@ -44,6 +45,7 @@ from app.backend.duplex.echo import EchoGate
 from app.backend.duplex.history import History
 from app.backend.duplex.inputs import InputDecoder
 from app.backend.duplex.playback import PlaybackLedger, clamp_ack, heard_text
+from app.backend.duplex.probe import SessionProbe
 from app.backend.duplex.recorder import NO_RECORDER
 from app.backend.duplex.replies import Posted, ReplyRunner
 from app.backend.duplex.settings import SessionSettings, apply_update
@@ -128,9 +130,11 @@ class DuplexSession:
         self._uncommitted = 0
         self.last_activity = time.monotonic()
         self.detached_at: float | None = None
+        self.route = "realtime"  # or "page": set by SessionManager.open (metrics label)
         self._task: asyncio.Task[None] | None = None
         self._work: set[asyncio.Task[Any]] = set()
         self._clock = UnitClock(self.unit_ms)
+        self._probe = SessionProbe(deps.metrics, self.unit_ms, route=lambda: self.route)
         self._transcripts = TranscriptCache(session_id, deps.pipeline, self._spawn)
         # echo gate (turn_policy.echo_gate): sees what is released (_emit), zeroes echo-only VAD windows
         self._echo = EchoGate() if getattr(self._tcfg, "echo_gate", False) else None
@@ -168,6 +172,7 @@ class DuplexSession:
         A full inbox answers ``input_backpressure`` and drops the command.
         """
         self.last_activity = time.monotonic()
+        self._probe.on_command(cmd)  # arrival time of client interrupts (barge-in stop latency)
         if self.closed:
             return
         try:
@@ -206,8 +211,7 @@ class DuplexSession:
     def describe(self) -> dict[str, Any]:
         """The wire session object (``session.created.session``)."""
         return {
-            "id": self.id,
-            "object": "realtime.session",
+            "id": self.id, "object": "realtime.session",
             "state": "closed" if self.closed else "active",
             "epoch": self.epoch,
             "turn_id": self.turn_id,
@@ -224,6 +228,7 @@ class DuplexSession:
         self._seq += 1
         ev.server_event_seq = self._seq
         self._rec.event(ev)
+        self._probe.on_event(ev)
         if self._echo is not None:
             self._echo.on_event(ev, self._clock.samples)  # released audio and dropped playback -> the echo gate
         try:
@@ -283,16 +288,17 @@ class DuplexSession:
                 self._close_now("shutdown")
 
     def _dispatch(self, msg: Any) -> None:
+        eid = getattr(msg, "event_id", None)  # an error answers the command being handled, whoever raised it
         try:
             self._handle(msg)
         except C.ProtocolError as err:
+            err.event_id = err.event_id or eid
             self.reject(err)
         except MediaError as err:
-            self._error(err.code if err.code.startswith(("bad_", "invalid")) else "bad_audio", str(err),
-                        event_id=getattr(msg, "event_id", None))
+            self._error(err.code if err.code.startswith(("bad_", "invalid")) else "bad_audio", str(err), event_id=eid)
         except Exception as exc:  # a bug must not take other sessions down
             log.exception("session %s: internal error", self.id)
-            self._error("internal_error", f"{type(exc).__name__}: {exc}", error_type="server_error")
+            self._error("internal_error", f"{type(exc).__name__}: {exc}", error_type="server_error", event_id=eid)
 
     def _handle(self, msg: Any) -> None:
         if self._turns.waiting and C.is_client_command(msg) and not isinstance(msg, C.CloseSession):
@@ -322,8 +328,7 @@ class DuplexSession:
             self._camera.add(list(msg.frames))
             audio = np.asarray(msg.audio, np.float32).reshape(-1)
             self._rec.input(audio, msg)
-            self._uncommitted += audio.size
-            self._feed_audio(audio)
+            self._feed_audio(audio, new=True)
         elif isinstance(msg, C.Commit):
             self._on_commit(msg)
         elif isinstance(msg, C.ClearInput):
@@ -364,13 +369,15 @@ class DuplexSession:
             for err in problems:
                 self.reject(err)
             self._camera.add(images)
-        self._uncommitted += audio.size
-        self._feed_audio(audio)
+        self._feed_audio(audio, new=True)
 
-    def _feed_audio(self, audio: np.ndarray) -> None:
+    def _feed_audio(self, audio: np.ndarray, *, new: bool = False) -> None:
         # Feed the detector and the clock in pieces that never straddle a unit boundary, so
         # the unit decision sees exactly the audio up to its boundary. A detector waiting for a
         # model score takes no more: the rest is held (and the clock with it) until the score is in.
+        if new:  # just arrived (not input held back earlier)
+            self._uncommitted += audio.size
+            self._probe.on_input(audio.size)
         clock = self._clock
         pos = 0
         while pos < audio.size:
