@@ -21,12 +21,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report_hardening import section_fuzz, section_soak
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 OUT = ROOT / "BENCHMARKS.md"
 
 ORDER = ["chat", "duplex", "duplex_silence", "turns", "turn_decisions_test", "turn_decisions_dev", "browser",
-         "browser_impaired", "remote", "scale"]
+         "browser_impaired", "remote", "scale", "fuzz", "soak"]
 """Known result files, in the order their sections appear; others follow alphabetically."""
 
 DEFAULT_REPRODUCE = {
@@ -479,6 +482,10 @@ def render(results: Path) -> str:
             out += section_turns(data)
         elif data.get("benchmark") == "browser" and isinstance(data.get("rows"), dict):
             out += section_browser(data)
+        elif data.get("benchmark") == "fuzz":
+            out += section_fuzz(data)
+        elif str(data.get("benchmark", "")).startswith("soak"):
+            out += section_soak(data)
         else:
             out += section_generic(data)
         notes = data.get("notes") or []

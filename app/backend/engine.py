@@ -86,6 +86,7 @@ class Engine:
             inbox_sizes=tuple(s.inbox_size for s in stages),  # type: ignore[arg-type]
             codec_chunk_frames=cfg.connectors.codec_chunk_frames,
             metrics=self.metrics,
+            timeouts_s=tuple(s.stage_timeout_s for s in stages),  # type: ignore[arg-type]
         )
         self.pipeline.start()
         caps = self.family.capabilities
@@ -181,12 +182,16 @@ class Engine:
         }
 
     def health(self) -> dict[str, Any]:
-        """Health: ``ok`` is False when a stage worker has died or the engine is not started."""
+        """Health: ``unhealthy`` when a stage worker has died or the engine is not started; ``degraded``
+        (still serving) while a stage runs on a fresh thread and the one its watchdog abandoned has not
+        returned (``degraded: {stage: why}``)."""
         stages = self.pipeline.health() if self.pipeline else {}
+        degraded = self.pipeline.degraded() if self.pipeline else {}
         ok = bool(stages) and all(stages.values())
         return {
-            "status": "ok" if ok else "unhealthy",
+            "status": ("degraded" if degraded else "ok") if ok else "unhealthy",
             "model_family": self.family.capabilities.name if self.family else None,
             "stages": stages,
+            "degraded": degraded,
             "sessions": self.sessions.snapshot() if self.sessions else None,
         }

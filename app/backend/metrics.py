@@ -23,8 +23,20 @@ class EngineMetrics:
         audio_s: seconds of speech produced by Code2Wav.
         rtf: real-time factor of Talker+Code2Wav per segment (compute s / audio s).
         errors: failed stage items.
-        sessions_active: open duplex sessions.
-        sessions_refused: sessions refused at admission.
+        sessions_active: open duplex sessions (in-process and proxied).
+        sessions_admitted: sessions admitted (label ``route``: ``realtime``, ``page``).
+        sessions_refused: sessions refused at admission (label ``reason``: ``capacity``, ``client_limit``,
+            ``remote_capacity`` or a remote backend's refusal code).
+        sessions_closed: sessions ended (label ``reason``: ``client_close``, ``disconnect_grace_expired``,
+            ``idle_ttl_expired``, ``server_shutdown``, ``context_length_exceeded``, ``output_overflow`` ...).
+        first_audio_s: end of the user's speech -> the answer's first audio, seconds (label ``route``);
+            see :mod:`app.backend.duplex.probe` for the exact instants.
+        barge_in_stop_s: the user's overlap (``kind="overlap"``) or a client interrupt (``kind="client"``)
+            -> the interrupted response's end, seconds.
+        unit_decision_s: arrival of the sample closing a unit -> its ``session.unit_metrics``, seconds.
+        context_tokens: context tokens in use, observed once per unit.
+        context_ratio: context tokens in use / the session's budget, once per unit.
+        turn_unit_s: turn-detector compute per unit (``session.unit_metrics.compute_ms``), seconds.
         requests: chat completions by outcome.
         ttfp_s: time to first audio packet of chat/duplex responses, seconds.
         turn_score_s: end-of-turn model scores as a session waited for them (queue + batch), seconds.
@@ -54,7 +66,27 @@ class EngineMetrics:
         )
         self.errors = Counter("omni_stage_errors", "Failed stage items", ["stage"], registry=r)
         self.sessions_active = Gauge("omni_duplex_sessions_active", "Open duplex sessions", registry=r)
-        self.sessions_refused = Counter("omni_duplex_sessions_refused", "Sessions refused at admission", registry=r)
+        self.sessions_admitted = Counter("omni_duplex_sessions_admitted", "Sessions admitted", ["route"], registry=r)
+        self.sessions_refused = Counter("omni_duplex_sessions_refused", "Sessions refused at admission", ["reason"],
+                                        registry=r)
+        self.sessions_closed = Counter("omni_duplex_sessions_closed", "Sessions ended", ["reason"], registry=r)
+        self.first_audio_s = Histogram(
+            "omni_duplex_first_audio_seconds", "End of user speech to first audio of the answer", ["route"],
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.barge_in_stop_s = Histogram(
+            "omni_duplex_barge_in_stop_seconds", "User overlap or client interrupt to the response's end", ["kind"],
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.unit_decision_s = Histogram(
+            "omni_duplex_unit_decision_seconds", "Arrival of a unit's last sample to its unit_metrics",
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.context_tokens = Histogram(
+            "omni_duplex_context_tokens", "Context tokens in use, per unit",
+            buckets=(128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536), registry=r)
+        self.context_ratio = Histogram(
+            "omni_duplex_context_used_ratio", "Context tokens in use / budget, per unit",
+            buckets=(0.1, 0.25, 0.5, 0.75, 0.85, 0.95, 1.0), registry=r)
+        self.turn_unit_s = Histogram(
+            "omni_turn_detector_unit_seconds", "Turn-detector compute per unit", buckets=_LATENCY_BUCKETS, registry=r)
         self.requests = Counter("omni_chat_requests", "Chat completions", ["outcome"], registry=r)
         self.ttfp_s = Histogram(
             "omni_ttfp_seconds", "Time to first audio packet", ["route"], buckets=_LATENCY_BUCKETS, registry=r

@@ -127,6 +127,9 @@ class StageConfig(BaseModel):
     default_sampling_params: SamplingDefaults = Field(default_factory=SamplingDefaults)
     inbox_size: PosInt = 64
     """Ours: length of the stage worker's bounded inbox queue (full => backpressure)."""
+    stage_timeout_s: PosFloat | None = 60.0
+    """Ours: watchdog limit of one stage call, seconds (null: none). A call that runs longer fails
+    its request; the stage's queued work moves to a fresh worker thread (see ``pipeline/workers.py``)."""
 
     @property
     def name(self) -> str:

@@ -192,7 +192,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             await self._refuse("The model is still loading. Try again in a moment.")
             return
         try:
-            self.session = sessions.open(owner=current_principal.get())
+            self.session = sessions.open(owner=current_principal.get(), route="page")
         except CapacityExhausted as exc:
             if exc.scope == "client":  # (this key's or address's share: max_sessions_per_client)
                 return await self._refuse(f"You already have {exc.limit} conversation(s) open here; stop one (or "

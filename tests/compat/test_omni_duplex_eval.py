@@ -21,16 +21,12 @@ import numpy as np
 import pytest
 
 from tests.compat.vllm_omni_client import (
-    PIP_DOWNLOAD_COMMAND,
-    find_wheel,
+    skip_module_without_wheel,
     wheel_dir_from_env,
 )
 from tests.conftest import espeak_wav
 
-try:
-    find_wheel(wheel_dir_from_env())
-except FileNotFoundError:
-    pytest.skip(f"vLLM-Omni wheel not found; run: {PIP_DOWNLOAD_COMMAND}", allow_module_level=True)
+skip_module_without_wheel()
 
 
 def _clip(path: Path, word: str, seconds: int = 3) -> Path:

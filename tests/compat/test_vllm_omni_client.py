@@ -28,20 +28,14 @@ from app.client.duplex import DuplexClient
 from app.client.invariants import check_invariants
 from app.constants import FIRST_UNIT_MS, INPUT_SAMPLE_RATE_HZ
 from tests.compat.vllm_omni_client import (
-    PIP_DOWNLOAD_COMMAND,
     VLLM_OMNI_VERSION,
     drive_vllm_client,
-    find_wheel,
     load_vllm_omni_duplex_client,
+    skip_module_without_wheel,
     wheel_dir_from_env,
 )
 
-try:
-    find_wheel(wheel_dir_from_env())
-except FileNotFoundError:
-    pytest.skip(
-        f"vLLM-Omni wheel not present; run: {PIP_DOWNLOAD_COMMAND}", allow_module_level=True
-    )
+skip_module_without_wheel()
 
 
 @pytest.fixture(scope="module")

@@ -35,16 +35,12 @@ from app.backend.remote.inprocess import InProcessVllmOmni
 from app.backend.remote.session import RemoteSession
 from app.config import load_deploy_config
 from tests.compat.vllm_omni_client import (
-    PIP_DOWNLOAD_COMMAND,
-    find_wheel,
+    skip_module_without_wheel,
     wheel_dir_from_env,
 )
 from tests.compat.vllm_omni_engine import load_vllm_omni_engine_protocol
 
-try:
-    find_wheel(wheel_dir_from_env())
-except FileNotFoundError:
-    pytest.skip(f"vLLM-Omni wheel not present; run: {PIP_DOWNLOAD_COMMAND}", allow_module_level=True)
+skip_module_without_wheel()
 
 asyncio_test = pytest.mark.asyncio(loop_scope="session")
 

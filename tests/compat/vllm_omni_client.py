@@ -68,6 +68,17 @@ def find_wheel(wheel_dir: str | Path, version: str | None = VLLM_OMNI_VERSION) -
     return wheels[-1]
 
 
+def skip_module_without_wheel() -> Path:
+    """The wheel (:func:`find_wheel` in :func:`wheel_dir_from_env`), or skip the calling test module
+    with the pip command to fetch it (``scripts/setup.sh`` always downloads it, so CI never skips)."""
+    import pytest
+
+    try:
+        return find_wheel(wheel_dir_from_env())
+    except FileNotFoundError:
+        pytest.skip(f"vLLM-Omni wheel not present; run: {PIP_DOWNLOAD_COMMAND}", allow_module_level=True)
+
+
 def download_wheel(
     wheel_dir: str | Path = DEFAULT_WHEEL_DIR, version: str = VLLM_OMNI_VERSION
 ) -> Path:

@@ -48,7 +48,8 @@ def home(client: DuplexClient, backends: list[LiveServer]) -> int:
 
 def refused(server: LiveServer) -> float:
     """The backend's own count of sessions it refused (its /metrics series)."""
-    return server.engine.metrics.registry.get_sample_value("omni_duplex_sessions_refused_total") or 0.0
+    return server.engine.metrics.registry.get_sample_value("omni_duplex_sessions_refused_total",
+                                                           {"reason": "capacity"}) or 0.0
 
 
 async def connect(front: FrontServer) -> DuplexClient:

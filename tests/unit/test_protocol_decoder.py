@@ -65,3 +65,22 @@ def test_append_is_typed():
 @pytest.mark.parametrize("t", ["response.cancel", "barge_in", "output_audio_buffer.clear", "input.cancel"])
 def test_hard_interrupts_share_one_command(t):
     assert isinstance(dec({"type": t}), C.CancelResponse)
+
+
+def test_json_nested_too_deep_is_invalid_json_not_a_crash():
+    # found by the fuzzer (tests/fuzz_protocol.py): json.loads raised RecursionError, which escaped
+    # the decoder and ended the WebSocket handler with a traceback instead of an error event
+    deep = '{"type": "session.update", "session": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(C.ProtocolError) as exc:
+        C.decode_command(deep, max_bytes=len(deep))
+    assert exc.value.code == "invalid_json" and "nested too deeply" in exc.value.message
+
+
+@pytest.mark.parametrize("literal", ["Infinity", "-Infinity", "NaN"])
+def test_non_finite_numbers_are_bad_events(literal):
+    # found reviewing what the fuzzer sends: Python's json reads NaN/Infinity, pydantic let
+    # played_ms=Infinity through (>= 0), and playback.acknowledged echoed it back as a bare
+    # Infinity token, which is not JSON (browsers' JSON.parse rejects the whole event)
+    with pytest.raises(C.ProtocolError) as exc:
+        dec('{"type": "playback.ack", "response_id": "r", "played_ms": ' + literal + "}")
+    assert exc.value.code == "bad_event" and exc.value.param == "played_ms"

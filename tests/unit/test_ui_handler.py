@@ -127,7 +127,7 @@ class FakeSession:
 def engine():
     cfg = load_deploy_config()
     session = FakeSession()
-    sessions = SimpleNamespace(open=lambda owner=None: session, session=session)
+    sessions = SimpleNamespace(open=lambda owner=None, route="realtime": session, session=session)
     return SimpleNamespace(config=cfg, sessions=sessions,
                            capabilities=lambda: {"supports_voice_cloning": False, "supports_vision": True})
 
@@ -208,7 +208,7 @@ async def test_handler_maps_events_to_playback_captions_and_flushes(engine):
 
 
 async def test_handler_refuses_when_full(engine):
-    def full(owner=None):
+    def full(owner=None, route="realtime"):
         raise CapacityExhausted(1)
 
     engine.sessions.open = full

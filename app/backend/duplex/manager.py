@@ -79,29 +79,33 @@ class SessionManager:
         """Sessions holding a slot."""
         return len(self.sessions)
 
-    def open(self, owner: str | None = None) -> Any:
+    def open(self, owner: str | None = None, route: str = "realtime") -> Any:
         """Admit and start a new session.
 
         Args:
             owner: who asks (an API key's id or a client address; never the key itself), counted
                 against ``duplex_session.max_sessions_per_client``; None = not counted.
+            route: who opens it, ``realtime`` (the WebSocket) or ``page`` (the WebRTC handler); the
+                session's ``route`` attribute and the label of its metrics.
 
         Raises:
             CapacityExhausted: every slot is taken, or ``owner`` holds its share already.
         """
         per_client = self._cfg.max_sessions_per_client
         if len(self.sessions) >= self.max_sessions:
-            self._metrics.sessions_refused.inc()
+            self._metrics.sessions_refused.labels("capacity").inc()
             raise CapacityExhausted(self.max_sessions, retry_after_ms=self._retry_after_ms())
         if owner is not None and per_client is not None and self.held_by(owner) >= per_client:
-            self._metrics.sessions_refused.inc()
+            self._metrics.sessions_refused.labels("client_limit").inc()
             raise CapacityExhausted(per_client, retry_after_ms=self._retry_after_ms(owner), scope="client")
         sid = f"duplex-{uuid.uuid4()}"
         s = self._factory(sid, self._release)
+        s.route = route
         self.sessions[sid] = s
         self._owner[sid] = owner
         self._opened_at[sid] = time.monotonic()
         self._metrics.sessions_active.set(len(self.sessions))
+        self._metrics.sessions_admitted.labels(route).inc()
         s.start()
         return s
 
@@ -135,6 +139,7 @@ class SessionManager:
         self._opened_at.pop(session.id, None)
         if self.sessions.pop(session.id, None) is not None:
             self._metrics.sessions_active.set(len(self.sessions))
+            self._metrics.sessions_closed.labels(getattr(session, "close_reason", None) or "unknown").inc()
 
     def start(self) -> None:
         """Start the reaper."""

@@ -14,10 +14,11 @@ The session composes collaborators that each own their state:
   and end;
 * :class:`~app.backend.duplex.playback.PlaybackLedger`: finished responses and their ``playback.ack``;
 * :class:`~app.backend.duplex.history.History` and :class:`~app.backend.duplex.context.ContextWindow`;
-* :class:`~app.backend.duplex.camera.Camera` and :class:`~app.backend.duplex.inputs.InputDecoder`.
+* :class:`~app.backend.duplex.camera.Camera` and :class:`~app.backend.duplex.inputs.InputDecoder`;
+* :class:`~app.backend.duplex.probe.SessionProbe`: latency and context figures for ``/metrics``.
 
-This class is the glue: it routes commands, turns the tracker's signals into reply decisions,
-and closes units. At every unit boundary the session decides: listen (``response.listen``),
+This class is the glue: it routes commands, hands the tracker's signals to its
+:class:`~app.backend.duplex.turn_router.TurnRouter` (which decides what the reply does), and closes units. At every unit boundary the session decides: listen (``response.listen``),
 speak (open a response for a finished user turn), continue the open response (release its next
 audio), or end it because the user has been talking over it (soft interrupt). Hard interrupts
 (``response.cancel``, ``barge_in``, ``output_audio_buffer.clear``) advance the epoch; results of an
@@ -44,18 +45,19 @@ from app.backend.duplex.echo import EchoGate
 from app.backend.duplex.history import History
 from app.backend.duplex.inputs import InputDecoder
 from app.backend.duplex.playback import PlaybackLedger, clamp_ack, heard_text
+from app.backend.duplex.probe import SessionProbe
 from app.backend.duplex.recorder import NO_RECORDER
 from app.backend.duplex.replies import Posted, ReplyRunner
 from app.backend.duplex.settings import SessionSettings, apply_update
 from app.backend.duplex.transcripts import TranscriptCache
+from app.backend.duplex.turn_router import TurnRouter
 from app.backend.duplex.turn_tracker import Scored, TurnTracker
 from app.backend.metrics import EngineMetrics
 from app.backend.pipeline.stages import Turn
 from app.backend.pipeline.workers import Pipeline
 from app.backend.protocol import commands as C
 from app.backend.protocol import events as E
-from app.backend.turns.detector import TurnDetector, TurnSignal
-from app.constants import INPUT_SAMPLE_RATE_HZ
+from app.backend.turns.detector import TurnDetector
 from app.media import MediaError
 
 log = logging.getLogger(__name__)
@@ -95,10 +97,6 @@ class _Expire:
     reason: str
 
 
-def _ms(sample: int) -> int:
-    return int(sample * 1000 / INPUT_SAMPLE_RATE_HZ)
-
-
 class DuplexSession:
     """One duplex session.
 
@@ -115,7 +113,6 @@ class DuplexSession:
         self._dcfg = cfg.duplex_session
         self._tcfg = cfg.turn_policy
         self.unit_ms = int(self._dcfg.chunk_period_ms)
-        self._resume_window = int(self._tcfg.resume_window_ms) * INPUT_SAMPLE_RATE_HZ // 1000
         self._on_closed = on_closed
         self._inbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=self._dcfg.inbox_size)
         self._outbox: asyncio.Queue[E.ServerEvent] = asyncio.Queue(maxsize=self._dcfg.output_buffer_events)
@@ -128,9 +125,11 @@ class DuplexSession:
         self._uncommitted = 0
         self.last_activity = time.monotonic()
         self.detached_at: float | None = None
+        self.route = "realtime"  # or "page": set by SessionManager.open (metrics label)
         self._task: asyncio.Task[None] | None = None
         self._work: set[asyncio.Task[Any]] = set()
         self._clock = UnitClock(self.unit_ms)
+        self._probe = SessionProbe(deps.metrics, self.unit_ms, route=lambda: self.route)
         self._transcripts = TranscriptCache(session_id, deps.pipeline, self._spawn)
         # echo gate (turn_policy.echo_gate): sees what is released (_emit), zeroes echo-only VAD windows
         self._echo = EchoGate() if getattr(self._tcfg, "echo_gate", False) else None
@@ -150,7 +149,10 @@ class DuplexSession:
         self._replies = ReplyRunner(session_id, deps.pipeline, self._tcfg, clock=self._clock, history=self._history,
                                     context=self._ctx, ledger=self._ledger, emit=self._emit, spawn=self._spawn,
                                     post=self._post, settings=lambda: self.settings, turn_id=lambda: self.turn_id,
-                                    on_completed=self._promote_deferred, transcribe=self._transcripts.transcribe)
+                                    on_completed=lambda: self._router.promote_deferred(), transcribe=self._transcripts.transcribe)
+        self._router = TurnRouter(session_id, self._tcfg, turns=self._turns, replies=self._replies, camera=self._camera,
+                                  ledger=self._ledger, history=self._history, emit=self._emit,
+                                  epoch=lambda: self.epoch, settings=lambda: self.settings)
 
     @property
     def epoch(self) -> int:
@@ -168,6 +170,7 @@ class DuplexSession:
         A full inbox answers ``input_backpressure`` and drops the command.
         """
         self.last_activity = time.monotonic()
+        self._probe.on_command(cmd)  # arrival time of client interrupts (barge-in stop latency)
         if self.closed:
             return
         try:
@@ -206,8 +209,7 @@ class DuplexSession:
     def describe(self) -> dict[str, Any]:
         """The wire session object (``session.created.session``)."""
         return {
-            "id": self.id,
-            "object": "realtime.session",
+            "id": self.id, "object": "realtime.session",
             "state": "closed" if self.closed else "active",
             "epoch": self.epoch,
             "turn_id": self.turn_id,
@@ -224,6 +226,7 @@ class DuplexSession:
         self._seq += 1
         ev.server_event_seq = self._seq
         self._rec.event(ev)
+        self._probe.on_event(ev)
         if self._echo is not None:
             self._echo.on_event(ev, self._clock.samples)  # released audio and dropped playback -> the echo gate
         try:
@@ -250,7 +253,7 @@ class DuplexSession:
     def _close_now(self, reason: str, *, expired: bool = False, force: bool = False) -> None:
         if self.closed:
             return
-        self._cancel_reply("session_closed")  # an open response still gets its response.done
+        self._router.cancel_reply("session_closed")  # an open response still gets its response.done
         for t in self._work:
             t.cancel()
         cls = E.SessionExpired if expired else E.SessionClosed
@@ -283,16 +286,17 @@ class DuplexSession:
                 self._close_now("shutdown")
 
     def _dispatch(self, msg: Any) -> None:
+        eid = getattr(msg, "event_id", None)  # an error answers the command being handled, whoever raised it
         try:
             self._handle(msg)
         except C.ProtocolError as err:
+            err.event_id = err.event_id or eid
             self.reject(err)
         except MediaError as err:
-            self._error(err.code if err.code.startswith(("bad_", "invalid")) else "bad_audio", str(err),
-                        event_id=getattr(msg, "event_id", None))
+            self._error(err.code if err.code.startswith(("bad_", "invalid")) else "bad_audio", str(err), event_id=eid)
         except Exception as exc:  # a bug must not take other sessions down
             log.exception("session %s: internal error", self.id)
-            self._error("internal_error", f"{type(exc).__name__}: {exc}", error_type="server_error")
+            self._error("internal_error", f"{type(exc).__name__}: {exc}", error_type="server_error", event_id=eid)
 
     def _handle(self, msg: Any) -> None:
         if self._turns.waiting and C.is_client_command(msg) and not isinstance(msg, C.CloseSession):
@@ -322,8 +326,7 @@ class DuplexSession:
             self._camera.add(list(msg.frames))
             audio = np.asarray(msg.audio, np.float32).reshape(-1)
             self._rec.input(audio, msg)
-            self._uncommitted += audio.size
-            self._feed_audio(audio)
+            self._feed_audio(audio, new=True)
         elif isinstance(msg, C.Commit):
             self._on_commit(msg)
         elif isinstance(msg, C.ClearInput):
@@ -364,13 +367,15 @@ class DuplexSession:
             for err in problems:
                 self.reject(err)
             self._camera.add(images)
-        self._uncommitted += audio.size
-        self._feed_audio(audio)
+        self._feed_audio(audio, new=True)
 
-    def _feed_audio(self, audio: np.ndarray) -> None:
+    def _feed_audio(self, audio: np.ndarray, *, new: bool = False) -> None:
         # Feed the detector and the clock in pieces that never straddle a unit boundary, so
         # the unit decision sees exactly the audio up to its boundary. A detector waiting for a
         # model score takes no more: the rest is held (and the clock with it) until the score is in.
+        if new:  # just arrived (not input held back earlier)
+            self._uncommitted += audio.size
+            self._probe.on_input(audio.size)
         clock = self._clock
         pos = 0
         while pos < audio.size:
@@ -380,7 +385,7 @@ class DuplexSession:
             pos += used
             clock.advance(used)
             for sig in signals:
-                self._on_signal(sig)
+                self._router.on_signal(sig)
             if clock.samples >= boundary:
                 self._close_unit()
             if self._turns.waiting:
@@ -390,7 +395,7 @@ class DuplexSession:
     def _on_scored(self, msg: Scored) -> None:
         """A model score is back: apply its decision at its sample, then the input held meanwhile."""
         for sig in self._turns.resolve(msg):
-            self._on_signal(sig)
+            self._router.on_signal(sig)
         held, self._held_audio = self._held_audio, None
         if held is not None and held.size:
             self._feed_audio(held)
@@ -409,7 +414,7 @@ class DuplexSession:
         if msg.is_speech is False:
             self._turns.reset()
         if sig is not None:
-            self._on_signal(sig, commit=True)
+            self._router.on_signal(sig, commit=True)
         if self._replies.active is not None:
             self._replies.drain_now()
         else:
@@ -424,7 +429,7 @@ class DuplexSession:
                                   param="response_id" if msg.response_id else None)
         reason = "client_cancelled" if msg.type == "response.cancel" else "barge_in"
         rid = self._replies.active_response_id
-        self._cancel_reply(reason)
+        self._router.cancel_reply(reason)
         if msg.type in ("output_audio_buffer.clear", "barge_in") or rid:
             self._emit(E.OutputAudioCleared(epoch=self.epoch, response_id=rid))
 
@@ -457,104 +462,6 @@ class DuplexSession:
                                           played_ms=msg.played_ms, **clamp_ack(msg.played_ms, heard.delivered_ms),
                                           truncate=msg.truncate, history_committed=heard.text))
 
-    # ------------------------------------------------------------------ turn signals -> replies
-    def _cancel_reply(self, reason: str | None) -> None:
-        """Hard interrupt of the reply in progress; an utterance deferred over it is dropped too."""
-        if self._replies.active is None:
-            return
-        self._replies.cancel(reason)
-        self._turns.drop_deferred()
-
-    def _on_signal(self, sig: TurnSignal, *, commit: bool = False) -> None:
-        replies = self._replies
-        if sig.kind == "speech_started":
-            if self._turns.resumes(sig.at_sample, self._resume_window):
-                r0 = replies.active
-                if r0 is None or not r0.clock.started:
-                    self._resume_turn(sig)
-                    return
-                # its audio is already out: the reply runs on as any reply the user talks over (a soft
-                # interrupt, or an echo that must not stop it); the words join the fragment's when answered
-                item = self._turns.continue_turn()
-            else:
-                item = self._turns.start_item()
-            self._emit(E.SpeechStarted(epoch=self.epoch, item_id=item, audio_start_ms=_ms(sig.at_sample)))
-            self._camera.maybe_read(force=True)
-            rid = replies.active_response_id
-            if rid is not None and self.settings.overlap_policy == "barge_in_on_speech":
-                self._cancel_reply("barge_in")
-                self._emit(E.OutputAudioCleared(epoch=self.epoch, response_id=rid))
-            return
-        item_id = self._turns.current_item()
-        utt = sig.utterance if sig.utterance is not None else np.zeros(0, np.float32)
-        r = replies.active
-        if not (r is not None and r.created):
-            utt = self._turns.joined(utt)  # a turn the user went on with: fragment + rest
-        if r is not None and r.created:
-            if sig.kind == "end_of_turn":
-                self._emit(E.SpeechStopped(epoch=self.epoch, item_id=item_id, audio_end_ms=_ms(sig.at_sample)))
-                # an overlap the reply outlived: a short one (a backchannel) is acknowledged and
-                # dropped, a meaningful one is answered when the reply ends
-                if sig.speech_ms >= self._tcfg.overlap_short_ack_ms and self.settings.auto_response:
-                    self._turns.defer(item_id, self._turns.joined(utt))
-            return
-        log.debug("session %s: turn signal %s at %d", self.id, sig.kind, sig.at_sample)
-        if sig.kind == "resumed":  # the pause was not the end: drop the speculative reply
-            if r is not None and not r.confirmed:
-                self._cancel_reply(None)
-            return
-        if sig.kind == "pause":  # prepare the reply now, show it only if the turn really ends
-            if r is not None and r.confirmed:
-                return  # the reply to an earlier turn is still being made: this one waits its turn
-            if r is not None:
-                self._cancel_reply(None)
-            if self.settings.auto_response:
-                replies.start(utt, item_id, drain=False, confirmed=False, seen_text=self._camera.seen_text)
-            return
-        self._emit(E.SpeechStopped(epoch=self.epoch, item_id=item_id, audio_end_ms=_ms(sig.at_sample)))
-        self._turns.note_turn_end(item_id, utt, sig.at_sample)
-        if not self.settings.auto_response:
-            self._turns.hold(item_id, utt)
-            return
-        now = commit or self._tcfg.reply_at == "end_of_turn"  # else: wait for the next unit boundary
-        if r is not None and not r.confirmed:  # the speculative reply answers exactly this turn
-            replies.confirm(drain=commit, boundary_passed=now)
-            return
-        if r is not None and not commit:  # a second turn while the first is being answered: next
-            self._turns.defer(item_id, utt)
-            return
-        if r is not None:  # a commit answers what the user just committed
-            self._cancel_reply(None)
-        replies.start(utt, item_id, drain=commit, boundary_passed=now, seen_text=self._camera.seen_text)
-
-    def _resume_turn(self, sig: TurnSignal) -> None:
-        """The user went on right after a turn end, before any of the reply was heard: that end was
-        wrong. The reply to the fragment is dropped (cancelled, ``user_resumed``, if it was already
-        open; taken out of the history if it had already finished), and the utterance now starting
-        joins the fragment: the next reply answers the whole of it. (Once the reply's audio is out,
-        the user's words are handled as any overlap, and join the fragment when answered.)"""
-        rid = self._replies.active_response_id
-        self._cancel_reply("user_resumed" if rid else None)
-        if rid is not None:  # opened, nothing of it played yet
-            self._emit(E.OutputAudioCleared(epoch=self.epoch, response_id=rid))
-        item = self._turns.continue_turn()
-        answered = self._ledger.last_answer_to(item)
-        if answered is not None and self._history.drop(answered.item_id):
-            self._emit(E.ItemDeleted(epoch=self.epoch, item_id=answered.item_id))
-        self._emit(E.SpeechStarted(epoch=self.epoch, item_id=item, audio_start_ms=_ms(sig.at_sample)))
-        self._camera.maybe_read(force=True)
-
-    def _promote_deferred(self) -> None:
-        """Answer the utterance said over the reply that just ended (if any, and nothing else is under way)."""
-        if self._replies.active is not None:
-            return
-        deferred = self._turns.take_deferred()
-        if deferred is None:
-            return
-        item_id, utt = deferred
-        self._replies.start(utt, item_id, drain=False, boundary_passed=self._tcfg.reply_at == "end_of_turn",
-                            seen_text=self._camera.seen_text)
-
     # ------------------------------------------------------------------ unit clock
     def _close_unit(self) -> None:
         k = self._clock.close_unit()
@@ -566,7 +473,7 @@ class DuplexSession:
             rid = self._replies.end_for_overlap()
             self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=k, response_id=rid,
                                         reason="user_overlap"))
-            self._promote_deferred()
+            self._router.promote_deferred()
         elif r is not None:
             speak, listen_due = self._replies.at_unit_boundary()
             if speak:

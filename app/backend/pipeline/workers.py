@@ -6,6 +6,16 @@ that are already queued, drops items whose request was cancelled, and runs the b
 its thread. Every item fails or succeeds on its own: an exception inside a stage fails
 that item's request, never the worker or another caller.
 
+A watchdog guards each call (``stages[].stage_timeout_s``): a call that has run longer fails
+its item with :class:`StageError` (``timed out``), the worker's thread is abandoned and a fresh
+one takes the rest of the batch and the queued work, so other sessions keep going. Python cannot
+kill a thread: the abandoned one keeps its stack (8 MiB reserved, little of it resident), any
+memory and locks it holds (a model whose native code hangs inside a lock blocks the fresh thread
+too when it calls the same model), and a core if it spins. While it runs the stage reports
+itself ``degraded`` (``/health``); when it returns, its late result is dropped and the stage is
+healthy again. ``StageWorker.fault`` is the test seam for this: a callable run in the worker
+thread before each call (off by default).
+
 :class:`Pipeline` joins the workers: ``transcribe``/``read_image``/``generate`` (Thinker),
 and :meth:`Pipeline.speak`, which streams text segments through the Talker and Code2Wav
 with a bounded connector between them so the Talker works on segment i+1 while Code2Wav
@@ -16,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +84,17 @@ class _Item:
     enqueued_at: float = field(default_factory=time.perf_counter)
 
 
+@dataclass
+class _BatchRun:
+    """A batch as its thread runs it: which item is in progress and since when; ``abandoned``
+    tells a thread the watchdog gave up on to run nothing more."""
+
+    items: Sequence[_Item]
+    index: int = -1
+    started_at: float | None = None
+    abandoned: threading.Event = field(default_factory=threading.Event)
+
+
 class StageWorker:
     """One stage: a bounded inbox, one thread, batches up to ``max_num_seqs``.
 
@@ -82,19 +104,43 @@ class StageWorker:
         max_num_seqs: largest batch (vLLM-Omni ``stages[].max_num_seqs``).
         inbox_size: bound of the inbox; a full inbox makes ``submit`` wait.
         metrics: where queue wait, compute time and batch sizes go.
+        timeout_s: watchdog limit of one call, seconds (None: no watchdog).
+
+    Attributes:
+        fault: test seam, off (None) by default: ``fault(ctx, payload)`` runs in the worker thread
+            before each call; what it raises fails that item as the stage would, a sleep in it hangs
+            the thread as a stuck native call would.
+        abandoned_threads: threads the watchdog gave up on that have not returned yet.
+        timeouts: calls failed by the watchdog so far.
     """
 
     def __init__(
-        self, name: str, fn: Callable[[Any], Any], *, max_num_seqs: int, inbox_size: int, metrics: EngineMetrics
+        self, name: str, fn: Callable[[Any], Any], *, max_num_seqs: int, inbox_size: int, metrics: EngineMetrics,
+        timeout_s: float | None = None,
     ) -> None:
         self.name = name
         self._fn = fn
         self.max_num_seqs = max_num_seqs
+        self.timeout_s = timeout_s
         self._inbox: asyncio.Queue[_Item] = asyncio.Queue(maxsize=inbox_size)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"stage-{name}")
+        self._executor = self._new_executor()
         self._metrics = metrics
         self._task: asyncio.Task[None] | None = None
         self.error: BaseException | None = None
+        self.fault: Callable[[RequestContext, Any], None] | None = None
+        self.abandoned_threads = 0
+        self.timeouts = 0
+
+    def _new_executor(self) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"stage-{self.name}")
+
+    @property
+    def degraded(self) -> str | None:
+        """Why the stage is degraded (a thread abandoned by the watchdog still runs), or None."""
+        if not self.abandoned_threads:
+            return None
+        return (f"{self.abandoned_threads} worker thread(s) abandoned after a call exceeded "
+                f"stage_timeout_s={self.timeout_s:g} s are still running")
 
     @property
     def alive(self) -> bool:
@@ -156,7 +202,7 @@ class StageWorker:
                 for item in live:
                     self._metrics.queue_wait_s.labels(self.name).observe(now - item.enqueued_at)
                 self._metrics.batch_size.labels(self.name).observe(len(live))
-                await loop.run_in_executor(self._executor, self._run_batch, live, loop)
+                await self._run_watched(live, loop)
                 self._metrics.compute_s.labels(self.name).observe(time.perf_counter() - now)
         except asyncio.CancelledError:
             raise
@@ -165,17 +211,60 @@ class StageWorker:
             log.exception("stage worker %s died", self.name)
             raise
 
-    def _run_batch(self, items: Sequence[_Item], loop: asyncio.AbstractEventLoop) -> None:
+    async def _run_watched(self, items: Sequence[_Item], loop: asyncio.AbstractEventLoop) -> None:
+        """Run ``items`` in the worker thread under the watchdog (see the module docstring)."""
+        while items:
+            run = _BatchRun(items)
+            done = loop.run_in_executor(self._executor, self._run_batch, run, loop)
+            while True:
+                finished, _ = await asyncio.wait([done], timeout=self._poll_s())
+                if finished:
+                    done.result()  # a BaseException out of the thread ends the loop, as before
+                    return
+                started = run.started_at
+                if self.timeout_s is not None and started is not None and \
+                        time.perf_counter() - started > self.timeout_s:
+                    break
+            run.abandoned.set()
+            hung = items[run.index]
+            self.timeouts += 1
+            self.abandoned_threads += 1
+            done.add_done_callback(self._abandoned_returned)
+            self._executor.shutdown(wait=False)
+            self._executor = self._new_executor()
+            log.error("stage %s: call for %s exceeded %.1f s; thread abandoned, fresh worker started",
+                      self.name, hung.ctx.request_id, self.timeout_s)
+            self._settle(hung, False, StageError(self.name, f"timed out after {self.timeout_s:g} s (watchdog)"))
+            items = items[run.index + 1:]
+
+    def _poll_s(self) -> float | None:
+        return None if self.timeout_s is None else min(0.05, self.timeout_s / 4)
+
+    def _abandoned_returned(self, _fut: asyncio.Future[Any]) -> None:
+        self.abandoned_threads -= 1
+        log.warning("stage %s: an abandoned worker thread returned (its result was dropped)", self.name)
+
+    def _run_batch(self, run: _BatchRun, loop: asyncio.AbstractEventLoop) -> None:
         """Run a batch in the worker thread, releasing each item's result as soon as it is ready."""
-        for item in items:
+        for i, item in enumerate(run.items):
+            if run.abandoned.is_set():  # the watchdog gave up on this thread: the rest runs elsewhere
+                return
+            run.index, run.started_at = i, time.perf_counter()
             if item.ctx.cancelled:  # cancelled while earlier items of the batch ran
                 loop.call_soon_threadsafe(self._settle, item, False, RequestCancelled(item.ctx.request_id))
                 continue
             try:
-                loop.call_soon_threadsafe(self._settle, item, True, self._fn(item.payload))
+                if self.fault is not None:
+                    self.fault(item.ctx, item.payload)
+                result = self._fn(item.payload)
+                if not run.abandoned.is_set():
+                    loop.call_soon_threadsafe(self._settle, item, True, result)
             except Exception as exc:  # one item's failure is that item's alone
                 log.exception("stage %s item failed", self.name)
-                loop.call_soon_threadsafe(self._settle, item, False, StageError(self.name, f"{type(exc).__name__}: {exc}"))
+                if not run.abandoned.is_set():
+                    loop.call_soon_threadsafe(self._settle, item, False,
+                                              StageError(self.name, f"{type(exc).__name__}: {exc}"))
+        run.started_at = None
 
     def _settle(self, item: _Item, ok: bool, value: Any) -> None:
         if item.future.done():
@@ -216,6 +305,7 @@ class Pipeline:
         inbox_sizes: per-stage inbox bounds.
         codec_chunk_frames: Talker->Code2Wav chunk size, codec frames.
         metrics: engine metrics.
+        timeouts_s: per-stage watchdog limits, seconds (``stages[].stage_timeout_s``; None: none).
     """
 
     def __init__(
@@ -226,19 +316,16 @@ class Pipeline:
         inbox_sizes: tuple[int, int, int],
         codec_chunk_frames: int,
         metrics: EngineMetrics,
+        timeouts_s: tuple[float | None, float | None, float | None] = (None, None, None),
     ) -> None:
         self.family = family
         self.metrics = metrics
         self.codec_chunk_frames = codec_chunk_frames
-        self.thinker = StageWorker(
-            "thinker", self._thinker_fn, max_num_seqs=max_num_seqs[0], inbox_size=inbox_sizes[0], metrics=metrics
-        )
-        self.talker = StageWorker(
-            "talker", self._talker_fn, max_num_seqs=max_num_seqs[1], inbox_size=inbox_sizes[1], metrics=metrics
-        )
-        self.code2wav = StageWorker(
-            "code2wav", self._code2wav_fn, max_num_seqs=max_num_seqs[2], inbox_size=inbox_sizes[2], metrics=metrics
-        )
+        fns = (self._thinker_fn, self._talker_fn, self._code2wav_fn)
+        self.thinker, self.talker, self.code2wav = (
+            StageWorker(name, fn, max_num_seqs=max_num_seqs[i], inbox_size=inbox_sizes[i], metrics=metrics,
+                        timeout_s=timeouts_s[i])
+            for i, (name, fn) in enumerate(zip(("thinker", "talker", "code2wav"), fns, strict=True)))
         self.workers = (self.thinker, self.talker, self.code2wav)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -255,6 +342,10 @@ class Pipeline:
     def health(self) -> dict[str, bool]:
         """``{stage: alive}`` for every stage."""
         return {w.name: w.alive for w in self.workers}
+
+    def degraded(self) -> dict[str, str]:
+        """``{stage: why}`` for every stage running on a fresh thread while an abandoned one still runs."""
+        return {w.name: w.degraded for w in self.workers if w.degraded}
 
     # -- stage functions (worker threads) -------------------------------------------
     def _thinker_fn(self, payload: tuple[str, Any]) -> Any:

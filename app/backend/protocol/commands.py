@@ -47,7 +47,9 @@ class ProtocolError(Exception):
 
 
 class _Cmd(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    # NaN/Infinity (Python's json reads them) are refused: echoed back (e.g. ``played_ms``) they
+    # would make our own events invalid JSON
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
     event_id: str | None = None
 
 
@@ -224,7 +226,8 @@ def decode_command(raw: str | bytes, *, max_bytes: int) -> Any:
         One of the command models above.
 
     Raises:
-        ProtocolError: ``event_too_large``, ``invalid_json``, ``bad_event`` (not an object,
+        ProtocolError: ``event_too_large``, ``invalid_json`` (also for nesting too deep to parse),
+            ``bad_event`` (not an object,
             missing/invalid fields), ``unknown_event``.
     """
     size = len(raw)
@@ -234,6 +237,8 @@ def decode_command(raw: str | bytes, *, max_bytes: int) -> Any:
         obj = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError("invalid_json", f"frame is not valid JSON: {exc}") from None
+    except RecursionError:  # e.g. 100k nested '[': json's C parser gives up on the stack depth
+        raise ProtocolError("invalid_json", "frame is not valid JSON: nested too deeply") from None
     if not isinstance(obj, dict):
         raise ProtocolError("bad_event", "event must be a JSON object")
     event_id = obj.get("event_id") if isinstance(obj.get("event_id"), str) else None

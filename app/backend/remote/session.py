@@ -331,7 +331,7 @@ class RemoteSession:
                 probe_s = getattr(self._backend.config.remote, "health_interval_s", 2.0)
                 self._emit(E.ErrorEvent(epoch=self.epoch, code=code, message=message, error_type="rate_limit_error",
                                         retryable=True, retry_after_ms=int(probe_s * 1000)))
-                self._backend.metrics.sessions_refused.inc()
+                self._backend.metrics.sessions_refused.labels("remote_capacity").inc()
             else:
                 self._error(code, message, error_type="server_error")
             self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason=code))
@@ -395,7 +395,8 @@ class RemoteSession:
         self._remote_ended = True
         if refusal is not None:
             self._emit(refusal)
-            self._backend.metrics.sessions_refused.inc()
+            self._backend.metrics.sessions_refused.labels(
+                "remote_capacity" if refusal.code == RESOURCE_EXHAUSTED else refusal.code).inc()
             self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason=refusal.code))
         else:
             self._error(REMOTE_UNAVAILABLE, f"the remote model server is unavailable: {unreachable}",
@@ -451,7 +452,7 @@ class RemoteSession:
         elif self.remote_session_id is None and self._handshake_error is not None:
             code = self._handshake_error.code
             if code == RESOURCE_EXHAUSTED:
-                self._backend.metrics.sessions_refused.inc()
+                self._backend.metrics.sessions_refused.labels("remote_capacity").inc()
                 if self.target is not None:
                     self.target.refused()
             self._finish(E.SessionClosed(epoch=self.epoch, session_id=self.id, reason=code))

@@ -1,0 +1,168 @@
+"""TurnRouter: turns the turn tracker's signals into reply decisions.
+
+A session's :class:`~app.backend.duplex.turn_tracker.TurnTracker` says *what the user did* (speech
+started, a pause, the end of a turn, a resumption); this collaborator decides *what the reply does*
+about it, through the session's :class:`~app.backend.duplex.replies.ReplyRunner`:
+
+* a pause starts a speculative reply (prepared, not shown); a resumption drops it without a trace;
+* an end of turn confirms that reply (or starts one), released at once (``reply_at: end_of_turn``)
+  or at the next unit boundary;
+* the user going on right after a wrong end of turn (within ``turn_policy.resume_window_ms``) drops
+  the reply to the fragment, and the next reply answers fragment + rest;
+* speech over a reply: a barge-in (``overlap_policy: barge_in_on_speech``) cancels it; otherwise the
+  utterance said over it is deferred and answered when the reply ends (:meth:`promote_deferred`).
+
+It owns no state of its own: the tracker, the runner, the playback ledger and the history own theirs;
+the session hands it their references and small callables (``emit``, ``epoch``, ``settings``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from app.backend.duplex.camera import Camera
+from app.backend.duplex.history import History
+from app.backend.duplex.playback import PlaybackLedger
+from app.backend.duplex.replies import ReplyRunner
+from app.backend.duplex.settings import SessionSettings
+from app.backend.duplex.turn_tracker import TurnTracker
+from app.backend.protocol import events as E
+from app.backend.turns.detector import TurnSignal
+from app.constants import INPUT_SAMPLE_RATE_HZ
+
+log = logging.getLogger(__name__)
+
+
+def _ms(sample: int) -> int:
+    return int(sample * 1000 / INPUT_SAMPLE_RATE_HZ)
+
+
+class TurnRouter:
+    """Reply decisions for one session's turn signals (runs on the session's owner task only).
+
+    Args:
+        session_id: for logs.
+        turn_policy: the deploy config's ``turn_policy`` (``resume_window_ms``, ``reply_at``,
+            ``overlap_short_ack_ms``).
+        turns, replies, camera, ledger, history: the session's collaborators.
+        emit: sends one server event (the session's outbox).
+        epoch: the current epoch (hard interrupts advance it).
+        settings: the session's current :class:`~app.backend.duplex.settings.SessionSettings`.
+    """
+
+    def __init__(self, session_id: str, turn_policy: Any, *, turns: TurnTracker, replies: ReplyRunner,
+                 camera: Camera, ledger: PlaybackLedger, history: History, emit: Callable[[E.ServerEvent], None],
+                 epoch: Callable[[], int], settings: Callable[[], SessionSettings]) -> None:
+        self._session_id = session_id
+        self._tcfg = turn_policy
+        self._resume_window = int(turn_policy.resume_window_ms) * INPUT_SAMPLE_RATE_HZ // 1000  # samples
+        self._turns = turns
+        self._replies = replies
+        self._camera = camera
+        self._ledger = ledger
+        self._history = history
+        self._emit = emit
+        self._epoch = epoch
+        self._settings = settings
+
+    def cancel_reply(self, reason: str | None) -> None:
+        """Hard interrupt of the reply in progress; an utterance deferred over it is dropped too."""
+        if self._replies.active is None:
+            return
+        self._replies.cancel(reason)
+        self._turns.drop_deferred()
+
+    def on_signal(self, sig: TurnSignal, *, commit: bool = False) -> None:
+        """Act on one turn signal; ``commit``: it comes from the client's ``input_audio_buffer.commit``."""
+        replies = self._replies
+        if sig.kind == "speech_started":
+            if self._turns.resumes(sig.at_sample, self._resume_window):
+                r0 = replies.active
+                if r0 is None or not r0.clock.started:
+                    self._resume_turn(sig)
+                    return
+                # its audio is already out: the reply runs on as any reply the user talks over (a soft
+                # interrupt, or an echo that must not stop it); the words join the fragment's when answered
+                item = self._turns.continue_turn()
+            else:
+                item = self._turns.start_item()
+            self._emit(E.SpeechStarted(epoch=self._epoch(), item_id=item, audio_start_ms=_ms(sig.at_sample)))
+            self._camera.maybe_read(force=True)
+            rid = replies.active_response_id
+            if rid is not None and self._settings().overlap_policy == "barge_in_on_speech":
+                self.cancel_reply("barge_in")
+                self._emit(E.OutputAudioCleared(epoch=self._epoch(), response_id=rid))
+            return
+        item_id = self._turns.current_item()
+        utt = sig.utterance if sig.utterance is not None else np.zeros(0, np.float32)
+        r = replies.active
+        if not (r is not None and r.created):
+            utt = self._turns.joined(utt)  # a turn the user went on with: fragment + rest
+        if r is not None and r.created:
+            if sig.kind == "end_of_turn":
+                self._emit(E.SpeechStopped(epoch=self._epoch(), item_id=item_id, audio_end_ms=_ms(sig.at_sample)))
+                # an overlap the reply outlived: a short one (a backchannel) is acknowledged and
+                # dropped, a meaningful one is answered when the reply ends
+                if sig.speech_ms >= self._tcfg.overlap_short_ack_ms and self._settings().auto_response:
+                    self._turns.defer(item_id, self._turns.joined(utt))
+            return
+        log.debug("session %s: turn signal %s at %d", self._session_id, sig.kind, sig.at_sample)
+        if sig.kind == "resumed":  # the pause was not the end: drop the speculative reply
+            if r is not None and not r.confirmed:
+                self.cancel_reply(None)
+            return
+        if sig.kind == "pause":  # prepare the reply now, show it only if the turn really ends
+            if r is not None and r.confirmed:
+                return  # the reply to an earlier turn is still being made: this one waits its turn
+            if r is not None:
+                self.cancel_reply(None)
+            if self._settings().auto_response:
+                replies.start(utt, item_id, drain=False, confirmed=False, seen_text=self._camera.seen_text)
+            return
+        self._emit(E.SpeechStopped(epoch=self._epoch(), item_id=item_id, audio_end_ms=_ms(sig.at_sample)))
+        self._turns.note_turn_end(item_id, utt, sig.at_sample)
+        if not self._settings().auto_response:
+            self._turns.hold(item_id, utt)
+            return
+        now = commit or self._tcfg.reply_at == "end_of_turn"  # else: wait for the next unit boundary
+        if r is not None and not r.confirmed:  # the speculative reply answers exactly this turn
+            replies.confirm(drain=commit, boundary_passed=now)
+            return
+        if r is not None and not commit:  # a second turn while the first is being answered: next
+            self._turns.defer(item_id, utt)
+            return
+        if r is not None:  # a commit answers what the user just committed
+            self.cancel_reply(None)
+        replies.start(utt, item_id, drain=commit, boundary_passed=now, seen_text=self._camera.seen_text)
+
+    def _resume_turn(self, sig: TurnSignal) -> None:
+        """The user went on right after a turn end, before any of the reply was heard: that end was
+        wrong. The reply to the fragment is dropped (cancelled, ``user_resumed``, if it was already
+        open; taken out of the history if it had already finished), and the utterance now starting
+        joins the fragment: the next reply answers the whole of it. (Once the reply's audio is out,
+        the user's words are handled as any overlap, and join the fragment when answered.)"""
+        rid = self._replies.active_response_id
+        self.cancel_reply("user_resumed" if rid else None)
+        if rid is not None:  # opened, nothing of it played yet
+            self._emit(E.OutputAudioCleared(epoch=self._epoch(), response_id=rid))
+        item = self._turns.continue_turn()
+        answered = self._ledger.last_answer_to(item)
+        if answered is not None and self._history.drop(answered.item_id):
+            self._emit(E.ItemDeleted(epoch=self._epoch(), item_id=answered.item_id))
+        self._emit(E.SpeechStarted(epoch=self._epoch(), item_id=item, audio_start_ms=_ms(sig.at_sample)))
+        self._camera.maybe_read(force=True)
+
+    def promote_deferred(self) -> None:
+        """Answer the utterance said over the reply that just ended (if any, and nothing else is under way)."""
+        if self._replies.active is not None:
+            return
+        deferred = self._turns.take_deferred()
+        if deferred is None:
+            return
+        item_id, utt = deferred
+        self._replies.start(utt, item_id, drain=False, boundary_passed=self._tcfg.reply_at == "end_of_turn",
+                            seen_text=self._camera.seen_text)
