@@ -127,9 +127,10 @@ class OmniPage:
     def __init__(self, browser: Any, base_url: str, *, scripted_mic: bool = False, block_external: bool = True,
                  context_kwargs: dict[str, Any] | None = None, echo: dict[str, float] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self.context = browser.new_context(viewport={"width": 1280, "height": 1100}, **(context_kwargs or {}))
+        self.context = browser.new_context(**{"viewport": {"width": 1280, "height": 1100}, **(context_kwargs or {})})
         self.page = self.context.new_page()
         self.external: list[str] = []
+        self.legacy = False
         self.console_errors: list[str] = []
         if block_external:
             self.page.route("**/*", self._route)
@@ -148,13 +149,19 @@ class OmniPage:
 
     # -- navigation and controls ----------------------------------------------------
     def open(self) -> OmniPage:
-        """Load the page and wait for Gradio to render the controls."""
+        """Load the page and wait until its call bar is ready (``window.__omni.ready``).
+
+        A page from before the call bar (``benchmarks/bench_browser.py --baseline-tree`` of an
+        older checkout) is driven through FastRTC's own buttons (:attr:`legacy`).
+        """
         self.page.goto(self.base_url + "/", wait_until="networkidle")
-        self.page.wait_for_selector("#webrtc-av", timeout=30_000)
+        self.page.wait_for_selector("#webrtc-av", state="attached", timeout=30_000)
+        self.legacy = self.page.query_selector("[data-testid='start']") is None
+        if not self.legacy:
+            self.page.wait_for_function("() => window.__omni && window.__omni.ready", timeout=30_000)
         return self
 
-    def start(self, *, camera: bool) -> None:
-        """Press Start on the camera+mic or the mic-only component (granting the devices first if asked)."""
+    def _legacy_start(self, camera: bool) -> None:
         comp = "#webrtc-av" if camera else "#webrtc-audio"
         if not camera and not self.page.is_visible(comp):
             self.page.click("#camera-mode label:has-text('Mic only')")
@@ -164,8 +171,7 @@ class OmniPage:
             access.click()
         self.page.click(f"{comp} button[aria-label='start stream']", timeout=20_000)
 
-    def stop(self) -> None:
-        """Press Stop on whichever component is streaming."""
+    def _legacy_stop(self) -> None:
         for sel in ("#webrtc-av", "#webrtc-audio"):
             btn = self.page.query_selector(f"{sel} button[aria-label='stop stream']") or \
                 self.page.query_selector(f"{sel} button:has-text('Stop')")
@@ -173,10 +179,53 @@ class OmniPage:
                 btn.click()
                 return
 
+    def set_camera(self, on: bool) -> None:
+        """Set the camera switch beside Start (``data-testid="camera-toggle"``)."""
+        box = self.page.locator("[data-testid='camera-toggle']")
+        if box.is_checked() != on:
+            box.click()
+
+    def start(self, *, camera: bool) -> None:
+        """Press Start (``data-testid="start"``) with the camera switch on or off."""
+        if self.legacy:
+            self._legacy_start(camera)
+            return
+        self.set_camera(camera)
+        self.page.click("[data-testid='start'][data-mode='start']", timeout=20_000)
+
+    def stop(self) -> None:
+        """Press Stop (the same control), if a call is live or connecting."""
+        if self.legacy:
+            self._legacy_stop()
+            return
+        btn = self.page.query_selector("[data-testid='start'][data-mode='stop']")
+        if btn is not None:
+            btn.click()
+
+    def call_state(self) -> str:
+        """The page's conversation state (``data-testid="state"`` ``data-state``)."""
+        return self.page.get_attribute("[data-testid='state']", "data-state") or ""
+
+    def phases(self) -> list[str]:
+        """Every state the page has shown so far, in order."""
+        return self.page.evaluate("() => (window.__omni.phases || []).map((p) => p.phase)")
+
+    def open_settings(self) -> None:
+        """Open the settings drawer (closed by default)."""
+        if not self.page.is_visible("#instructions"):
+            self.page.click("#settings button, #settings .label-wrap")
+            self.page.wait_for_selector("#instructions", state="visible")
+
     def screenshot(self, path: Path) -> Path:
         """Full-page screenshot."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def screenshot_viewport(self, path: Path) -> Path:
+        """Screenshot of what is visible (the viewport, as a user sees it)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(path))
         return path
 
     def close(self) -> None:

@@ -112,6 +112,7 @@ def test_let_the_model_decide_keeps_the_page_from_muting(ui_server, pw, clips, a
     browser = launch(pw)
     try:
         tab = OmniPage(browser, ui_server.base_url, scripted_mic=True).open()
+        tab.open_settings()
         tab.page.click("#overlap label:has-text('Let the model decide')")
         onset, _ = _talk_over_the_answer(tab, clips)
         silent = wait_until(lambda: silence_from(tab.rms(), onset), 15, what="silence after the overlap")

@@ -39,7 +39,9 @@ def test_second_browser_is_told_the_server_is_full(one_slot_server, pw, silent_m
         alert = wait_until(lambda: (t := b.text("#omni-alert")) and "full" in t.lower() and t, 30,
                            what="the server-full message")
         b.screenshot(artifacts / "f_server_full.png")
-        assert "Server is full" in alert
+        assert "server is full" in alert.lower() and "Try again in " in alert  # when to retry, from the refusal
+        wait_until(lambda: b.call_state() == "error", 10, what="the error state")
+        assert b.text("[data-testid='start']").strip().endswith("Try again")  # the way out
         assert one_slot_server.engine.sessions.active == 1
 
         # the first conversation ends -> its slot comes back -> the second browser gets in
@@ -49,7 +51,7 @@ def test_second_browser_is_told_the_server_is_full(one_slot_server, pw, silent_m
         b.start(camera=False)
         state = b.wait_session(30)
         assert state["session_id"]
-        assert not b.page.locator("#omni-alert").is_visible()
+        assert not b.page.locator("#omni-alert").is_visible(), b.page.evaluate("() => window.__omni.alerts")
         b.stop()
     finally:
         first.close()

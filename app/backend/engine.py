@@ -177,6 +177,8 @@ class Engine:
             "output_sample_rate_hz": caps.output_sample_rate_hz,
             "turn_detector": self.config.turn_policy.detector,
             "turn_detectors": list(caps.turn_detectors),
+            "languages": {"understands": list(caps.understands), "speaks": list(caps.speaks),
+                          "voices": list(caps.voices)},
         }
 
     def health(self) -> dict[str, Any]:

@@ -36,6 +36,8 @@ class UnitFrames:
         self.latest: np.ndarray | None = None
         self._subs: list[np.ndarray] = []
         self._last_sub_at = -1e9
+        self.given: tuple[np.ndarray, ...] = ()
+        """What the model was given with the last unit (the page's preview shows it)."""
 
     def set_stack(self, n: int) -> None:
         """Frames per unit (1 = base only; N > 1 adds a composite of N-1 sub-frames)."""
@@ -61,12 +63,14 @@ class UnitFrames:
         base = fit_within(self.latest, self.max_side)
         subs, self._subs = self._subs, []
         if self.stack_n <= 1 or not subs:
-            return (base,)
+            self.given = (base,)
+            return self.given
         want = self.stack_n - 1
         if len(subs) > want:  # evenly spread over the unit, oldest first
             idx = np.linspace(0, len(subs) - 1, want).round().astype(int)
             subs = [subs[i] for i in idx]
-        return (base, stack_frames(subs))
+        self.given = (base, stack_frames(subs))
+        return self.given
 
     def reset(self) -> None:
         """Forget every frame (camera switched off)."""

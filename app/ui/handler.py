@@ -29,12 +29,13 @@ ErrorEvent             status line
 SessionClosed          drop output, status line
 =====================  ==================================================================
 
+The page's state follows these events (:meth:`OmniHandler.set_phase`; app/ui/README.md).
+
 "Drop" is :meth:`OmniHandler.flush_output`: the backlog, FastRTC's ``clear_queue()`` (the lead
 already handed over), a ``playback.ack`` with ``truncate`` for what was heard and, when audio
 was cut, ``{"type": "flush"}`` to the page over the data channel (it confirms the page's own
-mute, ``assets/barge_in.js``). "Force
-listen" = flush + ``CancelResponse(type="barge_in")``. Model work never runs here: the session
-and the engine's stage threads do it.
+mute, ``assets/barge_in.js``). "Force listen" (the page's Interrupt) = flush +
+``CancelResponse(type="barge_in")``. Model work never runs here: the session and the stage threads do it.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from app.media import PcmStreamResampler, fit_within, resample
 from app.ui import trace as page_trace
 from app.ui.frames import UnitFrames
 from app.ui.playback import Playback
+from app.ui.registry import HandlerRegistry, retry_after_s
 from app.ui.settings import UISettings, parse_args
 from app.ui.view import ConversationView
 
@@ -98,29 +100,6 @@ REFUSE_CLOSE_S = 1.5
 """After refusing (server full), the stream is closed this long after the message went out."""
 
 _QUIET_ERRORS = frozenset({"playback_item_not_found", "playback_ack_too_late", "missing_item_id"})
-
-
-class HandlerRegistry:
-    """Live handlers by ``webrtc_id`` (side routes and the "force listen" button find them here)."""
-
-    def __init__(self) -> None:
-        self._by_id: dict[str, OmniHandler] = {}
-
-    def add(self, webrtc_id: str, handler: OmniHandler) -> None:
-        """Register a started handler."""
-        self._by_id[webrtc_id] = handler
-
-    def remove(self, webrtc_id: str, handler: OmniHandler) -> None:
-        """Forget a handler (only if it is still the registered one)."""
-        if self._by_id.get(webrtc_id) is handler:
-            del self._by_id[webrtc_id]
-
-    def get(self, webrtc_id: str | None) -> OmniHandler | None:
-        """The handler of ``webrtc_id``, if live."""
-        return self._by_id.get(webrtc_id or "")
-
-    def __len__(self) -> int:
-        return len(self._by_id)
 
 
 class OmniHandler(AsyncAudioVideoStreamHandler):
@@ -179,6 +158,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         self._barge_in_s = float(engine.config.turn_policy.barge_in_ms) / 1000.0
         self._bg_rgb = np.zeros((240, 320, 3), np.uint8)
         self._faults = 0
+        self._configured = False  # the session got its session.update (mic audio waits until then)
+        self._phases: deque[str] = deque()  # phases the page has not been told yet, in order
         self.trace: page_trace.PageTrace | None = page_trace.PageTrace() if page_trace.enabled() else None
         """Timing marks for the benchmark (``OMNI_PAGE_TRACE=1`` only; see :mod:`app.ui.trace`)."""
 
@@ -213,12 +194,12 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         try:
             self.session = sessions.open(owner=current_principal.get(), route="page")
         except CapacityExhausted as exc:
-            if exc.scope == "client":
-                await self._refuse(f"You already have {exc.limit} conversation(s) open here; "
-                                   "stop one (or close its tab) and press Start again.")
-            else:
-                await self._refuse(f"Server is full: all {exc.limit} conversation slot(s) are in use. "
-                                   "Please try again in a minute.")
+            if exc.scope == "client":  # (this key's or address's share: max_sessions_per_client)
+                return await self._refuse(f"You already have {exc.limit} conversation(s) open here; stop one (or "
+                                          "close its tab) and press Start again.", code="client_limit")
+            retry_s = retry_after_s(exc)
+            await self._refuse(f"Server is full: all {exc.limit} conversation slot(s) are in use. Please try again in "
+                               f"{retry_s} s.", code="server_full", retry_after_s=retry_s, slots=exc.limit)
             return
         caps = self.engine.capabilities()
         # (reads and re-encodes an uploaded reference voice, if any: off the event loop)
@@ -228,21 +209,25 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             self._close_session()
             return
         self.session.submit(C.SessionUpdate(type="session.update", session=update))
+        self._configured = True
         if self.trace is not None:
             page_trace.register(self.session.id, self.trace)
             page_trace.probe_pipeline(getattr(self.engine, "pipeline", None))
         self.view.set_status("Connected. Listening…", "ok")
+        self.set_phase("listening")
         self._last_audio_at = time.monotonic()
         self._pump_task = asyncio.get_running_loop().create_task(self._pump_events(), name=f"ui-pump-{self.webrtc_id}")
         log.info("webrtc %s: session %s opened", self.webrtc_id, self.session.id)
 
-    async def _refuse(self, message: str) -> None:
+    async def _refuse(self, message: str, *, code: str = "unavailable", **extra: Any) -> None:
         self._refused = message
         self._refused_at = time.monotonic()
         self.view.set_status(message, "error")
+        self.set_phase("error")
         log.info("webrtc %s: refused: %s", self.webrtc_id, message)
         try:
-            await self.send_message(json.dumps({"type": "error", "message": message, "data": message}))
+            await self.send_message(json.dumps({"type": "error", "message": message, "data": message, "code": code,
+                                                **extra}))
         except Exception:  # the data channel may already be gone
             log.debug("could not send refusal", exc_info=True)
         self._wake.set()
@@ -314,7 +299,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         if y.size:
             self._inbuf.append(y)
             self._inbuf_n += y.size
-        if self.session is None:
+        if self.session is None or not self._configured:  # (appends before session.update are refused)
             keep = int(PRE_SESSION_KEEP_S * INPUT_SAMPLE_RATE_HZ)
             while self._inbuf and self._inbuf_n - self._inbuf[0].size >= keep:
                 self._inbuf_n -= self._inbuf.pop(0).size
@@ -385,6 +370,9 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                 self._on_released(rel, now)
                 if self.trace is not None and rel.audio.size:
                     self.trace.on_emit(rel, getattr(self._clear_queue, "__self__", None))  # (FastRTC's track)
+            elif self.view.phase == "speaking" and not self.playback.is_playing(now):
+                self.set_phase("listening")  # the released speech has played out
+            self._send_phases()  # (those that found no data channel yet)
             ui = self._ui_update(now)
             if rel is not None and rel.audio.size:
                 out = (OUTPUT_SAMPLE_RATE_HZ, rel.audio)
@@ -405,6 +393,22 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             self.view.caption("assistant", rid, text, append=True)
         if rel.first_of:
             self.view.set_status("Speaking… (talk to interrupt)", "ok")
+            self.set_phase("speaking")
+
+    # ------------------------------------------------------------------ phase (page state)
+    def set_phase(self, phase: str) -> None:
+        """Set the phase; the page is told as soon as the event loop is free (not before the audio
+        slice being released goes out: the first slice of a reply makes it "speaking")."""
+        if phase != self.view.phase:
+            self.view.phase = phase
+            self.view.touch()
+            if self.page_outputs and (self._phases.append(phase) or len(self._phases) == 1):
+                asyncio.get_running_loop().call_soon(self._send_phases)
+
+    def _send_phases(self) -> None:  # (resumed: a reconnect opens a new session; the page says so)
+        while self._phases and self._tell_page({"type": "omni_phase", "phase": self._phases[0], "resumed": False,
+                                                "session_id": getattr(self.session, "id", None)}):
+            self._phases.popleft()
 
     def _ui_update(self, now: float, *, force: bool = False) -> AdditionalOutputs | None:
         if not self.page_outputs or self.view.version == self._ui_version_sent:
@@ -426,6 +430,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             self.trace.mark("flush", t=now, response_id=response_id, cut=cut, ahead_ms=round(ahead_ms, 1))
         if cut:
             self._tell_page({"type": "flush", "response_ids": cut})
+            self.set_phase("interrupted")
         if self._clear_queue is not None:
             self.clear_queue()
             if self.trace is not None:
@@ -438,20 +443,23 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                 s.submit(C.PlaybackAck(type="playback.ack", response_id=rid, played_ms=heard, truncate=True))
         self._wake.set()
 
-    def _tell_page(self, message: dict[str, Any]) -> None:
+    def _tell_page(self, message: dict[str, Any]) -> bool:
         """Send one JSON message to the page over FastRTC's data channel (best effort).
 
         ``{"type": "flush", "response_ids": [...]}`` tells the page's local barge-in
         (``assets/barge_in.js``) that the server dropped those replies' queued speech, so a mute
         it made was a real barge-in. FastRTC's page component ignores message types it does not know.
+        Returns whether the message was sent.
         """
         channel = getattr(self, "channel", None)
         if channel is None or getattr(channel, "readyState", "open") != "open":
-            return
+            return False
         try:
             channel.send(json.dumps(message))
         except Exception:  # the peer may be going away; the page then needs no notice
             log.debug("webrtc %s: could not send %s", self.webrtc_id, message.get("type"), exc_info=True)
+            return False
+        return True
 
     def force_listen(self) -> bool:
         """The page's "force listen": cancel the response (``barge_in``) and go silent now."""
@@ -503,6 +511,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                 self._first_audio_pending = False
                 if self._speech_stop_at is not None:
                     v.first_audio_ms = (now - self._speech_stop_at) * 1000.0
+                    v.set_latency(ev.response_id, v.first_audio_ms)
                 if self._speech_end_at is not None:
                     v.first_audio_from_speech_end_ms = (now - self._speech_end_at) * 1000.0
                 v.touch()
@@ -516,6 +525,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                 v.caption("assistant", ev.response_id, shown, append=True)
         elif isinstance(ev, E.TextDelta):
             v.caption("assistant", ev.response_id, ev.delta, append=True)
+            if not self.settings.speech:
+                self.set_phase("speaking")  # a text-only reply: its words are its speech
         elif isinstance(ev, E.InputTranscription):
             v.caption("user", ev.item_id, ev.transcript, append=False)
         elif isinstance(ev, E.SpeechStarted):
@@ -534,6 +545,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             self._speech_end_at = self._time_of_sample(ms_to_samples(ev.audio_end_ms, INPUT_SAMPLE_RATE_HZ))
             self._first_audio_pending = True
             v.set_status("Thinking…", "ok")
+            self.set_phase("thinking")
         elif isinstance(ev, E.ResponseDone):
             if ev.status == "cancelled":
                 self.flush_output(ev.response_id)
@@ -541,6 +553,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                 self._done_ok.add(ev.response_id)
                 v.turns += 1
                 v.touch()
+                if not self.playback.is_playing(now) and v.phase == "speaking":
+                    self.set_phase("listening")  # (a text-only reply)
             elif ev.status == "failed":
                 v.set_status("The reply failed; please ask again.", "warn")
         elif isinstance(ev, E.ResponseListen):
@@ -551,6 +565,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                     self.flush_output(rid)
             if not self.playback.is_playing(now):
                 v.set_status("Listening…", "ok")
+                if v.phase in ("speaking", "interrupted"):
+                    self.set_phase("listening")
         elif isinstance(ev, E.OutputAudioCleared):
             self.flush_output(None)
         elif isinstance(ev, E.PlaybackAcknowledged):
@@ -578,6 +594,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         elif isinstance(ev, E.SessionClosed):
             self.flush_output(None)
             v.set_status(f"Conversation ended ({ev.reason}). Press Start to talk again.", "warn")
+            self.set_phase("ended")
             self.session = None
         self._wake.set()
 

@@ -5,18 +5,22 @@ messages to handlers, so control goes over plain HTTP).
   (``barge_in``) and drop queued speech at once.
 * ``GET /webrtc/state/{webrtc_id}``: captions, metrics, status of one conversation (what the
   page shows; headless ``/webrtc/offer`` clients poll this instead of Gradio's output stream).
+* ``GET /webrtc/unit/{webrtc_id}/{i}.jpg``: what the model was given with the last unit: image
+  ``0`` the base frame, ``1`` the stacked composite (frame stacking N > 1); the page's preview.
 * ``GET /webrtc/trace/{webrtc_id}``: the handler's timing marks (:mod:`app.ui.trace`); only when
   the server runs with ``OMNI_PAGE_TRACE=1`` (the benchmark), absent otherwise.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
+from app.media import encode_jpeg
 from app.ui import trace as page_trace
 from app.ui.handler import HandlerRegistry
 
@@ -49,6 +53,15 @@ def install_routes(app: FastAPI, registry: HandlerRegistry) -> None:
         if h is None:
             return _not_found(webrtc_id)
         return h.state()
+
+    @router.get("/unit/{webrtc_id}/{index}.jpg")
+    async def unit_image(webrtc_id: str, index: int) -> Any:
+        h = registry.get(webrtc_id)
+        given = h.frames.given if h is not None else ()
+        if not 0 <= index < len(given):
+            return _not_found(webrtc_id)
+        jpeg = await asyncio.to_thread(encode_jpeg, given[index], 80)
+        return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
 
     if page_trace.enabled():
         @router.get("/trace/{webrtc_id}")

@@ -24,13 +24,14 @@ class CaptionLine:
     key: str
     text: str = ""
     interrupted: bool = False
+    latency_ms: float | None = None
 
 
 @dataclass
 class ConversationView:
     """Mutable view state of one conversation (owned by its handler)."""
 
-    status: str = "Press the button to start talking."
+    status: str = "Press Start to talk."
     level: str = "info"  # info | ok | warn | error
     lines: list[CaptionLine] = field(default_factory=list)
     first_audio_ms: float | None = None
@@ -40,7 +41,9 @@ class ConversationView:
     max_context_tokens: int | None = None
     seen_text: str = ""
     turns: int = 0
+    phase: str = "idle"  # idle | listening | thinking | speaking | interrupted | error | ended
     version: int = 0
+    _latency: dict[str, float] = field(default_factory=dict, repr=False)
 
     def touch(self) -> None:
         """Mark the view changed."""
@@ -59,8 +62,16 @@ class ConversationView:
                 line.text = (line.text + text) if append else text
                 self.touch()
                 return
-        self.lines.append(CaptionLine(role, key, text))
+        self.lines.append(CaptionLine(role, key, text, latency_ms=self._latency.get(key) if role == "assistant" else None))
         del self.lines[:-MAX_CAPTION_LINES]
+        self.touch()
+
+    def set_latency(self, key: str, ms: float) -> None:
+        """Record the measured latency of the reply ``key`` (shown with its line once it exists)."""
+        self._latency[key] = ms
+        for line in self.lines:
+            if line.key == key and line.role == "assistant":
+                line.latency_ms = ms
         self.touch()
 
     def mark_interrupted(self, key: str) -> None:
@@ -75,8 +86,9 @@ class ConversationView:
         return {
             "status": self.status,
             "level": self.level,
-            "captions": [{"role": c.role, "key": c.key, "text": c.text, "interrupted": c.interrupted}
-                         for c in self.lines],
+            "phase": self.phase,
+            "captions": [{"role": c.role, "key": c.key, "text": c.text, "interrupted": c.interrupted,
+                          "latency_ms": c.latency_ms} for c in self.lines],
             "metrics": {
                 "first_audio_ms": self.first_audio_ms,
                 "first_audio_from_speech_end_ms": self.first_audio_from_speech_end_ms,
@@ -95,15 +107,32 @@ def _e(text: Any) -> str:
 
 
 def render_captions(snap: dict[str, Any]) -> str:
-    """The captions panel (newest line last)."""
+    """The conversation transcript as a chat (newest turn last).
+
+    Each turn is a bubble (``data-testid="caption-user"`` / ``caption-assistant``); an assistant
+    turn shows its measured latency (end of speech detected -> first audio) and, when it was cut
+    off, what was heard of it and an "interrupted" mark. Words carrying ``data-i18n`` are
+    translated by ``assets/page.js``.
+    """
     rows = []
     for c in snap.get("captions", []):
-        who = "You" if c["role"] == "user" else "Assistant"
-        tail = ' <span class="cap-cut">(interrupted)</span>' if c.get("interrupted") else ""
-        rows.append(f'<div class="cap cap-{_e(c["role"])}" data-testid="caption-{_e(c["role"])}" '
-                    f'data-key="{_e(c["key"])}"><b>{who}:</b> <span class="cap-text">{_e(c["text"])}</span>{tail}</div>')
-    body = "".join(rows) or '<div class="cap cap-empty">Captions appear here.</div>'
-    return f'<div class="panel-title">Live captions</div><div id="captions" data-testid="captions" class="captions">{body}</div>'
+        role = _e(c["role"])
+        who = ('<span class="cap-who" data-i18n="you">You</span>' if c["role"] == "user"
+               else '<span class="cap-who" data-i18n="assistant">Assistant</span>')
+        meta = []
+        if c.get("latency_ms") is not None:
+            meta.append(f'<span class="cap-latency" data-testid="turn-latency">{c["latency_ms"]:.0f} ms</span>')
+        if c.get("interrupted"):
+            meta.append('<span class="cap-cut" data-testid="turn-interrupted" data-i18n="interrupted_mark">'
+                        'interrupted</span>')
+        tail = f'<div class="cap-meta">{"".join(meta)}</div>' if meta else ""
+        cut = " cap-was-cut" if c.get("interrupted") else ""
+        rows.append(f'<div class="cap cap-{role}{cut}" data-testid="caption-{role}" data-key="{_e(c["key"])}">'
+                    f'{who} <span class="cap-text">{_e(c["text"])}</span>{tail}</div>')
+    body = "".join(rows) or '<div class="cap-empty" data-i18n="transcript_empty">The conversation appears here.</div>'
+    return (f'<h2 class="panel-title" data-i18n="transcript">Conversation</h2>'
+            f'<div id="captions" data-testid="captions" class="captions" role="log" aria-live="off" tabindex="0" '
+            f'aria-label="Conversation transcript">{body}</div>')
 
 
 def _fmt(value: Any, unit: str = "") -> str:
@@ -129,7 +158,7 @@ def render_metrics(snap: dict[str, Any]) -> str:
     ]
     body = "".join(f'<div class="m-row"><span class="m-label">{_e(label)}</span>'
                    f'<span class="m-val" data-testid="metric-{key}">{value}</span></div>' for key, label, value in rows)
-    return f'<div class="panel-title">Metrics</div><div id="metrics" data-testid="metrics" class="metrics">{body}</div>'
+    return f'<h2 class="panel-title" data-i18n="metrics">Metrics</h2><div id="metrics" data-testid="metrics" class="metrics">{body}</div>'
 
 
 def render_status(snap: dict[str, Any]) -> str:

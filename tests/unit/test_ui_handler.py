@@ -101,7 +101,7 @@ def test_view_renders_escaped_captions_and_metrics():
     v.caption("assistant", "r1", "Paris", append=True)
     v.mark_interrupted("r1")
     html = render_captions(v.snapshot())
-    assert "&lt;b&gt;hi&lt;/b&gt;" in html and "(interrupted)" in html and 'data-testid="caption-assistant"' in html
+    assert "&lt;b&gt;hi&lt;/b&gt;" in html and "interrupted" in html and 'data-testid="caption-assistant"' in html
     v.first_audio_ms = 1234.4
     assert ">1234 ms<" in render_metrics(v.snapshot())
 
@@ -183,9 +183,17 @@ async def test_handler_maps_events_to_playback_captions_and_flushes(engine):
     assert not h.playback.has_audio() and h.cleared >= 1
     assert any(isinstance(c, C.PlaybackAck) and c.truncate for c in s.cmds)
     assert h.view.lines[-1].interrupted
-    assert [json.loads(m) for m in sent] == [{"type": "flush", "response_ids": ["r1"]}]  # the page's barge-in
+    await asyncio.sleep(0)  # (phases go out once the event loop is free)
+    msgs = [json.loads(m) for m in sent]
+    flushes = [m for m in msgs if m["type"] == "flush"]
+    assert flushes == [{"type": "flush", "response_ids": ["r1"]}]  # the page's barge-in
+    # the page's state followed the events, each phase sent once, at the event
+    assert [m["phase"] for m in msgs if m["type"] == "omni_phase"] == ["listening", "thinking", "speaking",
+                                                                             "interrupted"]
+    assert msgs.index(flushes[0]) < [m.get("phase") for m in msgs].index("interrupted")
     h.on_event(E.OutputAudioCleared(response_id="r1"))  # nothing left to cut: the page is not told again
-    assert len(sent) == 1
+    await asyncio.sleep(0)
+    assert len(sent) == len(msgs)
     # soft interrupt of a new response
     h.on_event(E.AudioDelta(response_id="r2", audio=np.full(RATE, 0.1, np.float32), sample_rate_hz=RATE))
     h.on_event(E.ResponseListen(response_id="r2", reason="user_overlap"))

@@ -30,6 +30,9 @@ class FamilyCapabilities:
         unit_ms_options: unit lengths (ms) the family supports.
         turn_detectors: ``turn_policy.detector`` values the family supports (see
             :mod:`app.backend.turns.factory`).
+        understands: languages (BCP 47) the family understands in speech and text.
+        speaks: languages it answers in.
+        voices: its built-in voices, described in words (the page lists them).
     """
 
     name: str
@@ -41,6 +44,9 @@ class FamilyCapabilities:
     output_sample_rate_hz: int
     unit_ms_options: tuple[int, ...]
     turn_detectors: tuple[str, ...] = ("silence", "manual")
+    understands: tuple[str, ...] = ("en",)
+    speaks: tuple[str, ...] = ("en",)
+    voices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,7 @@ def default_capabilities(max_sessions: int) -> dict[str, Any]:
         "max_sessions": max_sessions,
         "input_sample_rate_hz": INPUT_SAMPLE_RATE_HZ,
         "output_sample_rate_hz": OUTPUT_SAMPLE_RATE_HZ,
+        "languages": {"understands": ["zh", "en"], "speaks": ["zh", "en"], "voices": ["the reference voice"]},
     }
 
 

@@ -26,7 +26,8 @@
 // until COUPLING_MIN_POLLS are in), plus ECHO_MARGIN_DB. With no echo the coupling is far below
 // 0 dB and this test never binds.
 // window.__omni.ducks: [{t, level_db, floor_db, unmuted_at, flushed, false_alarm}] and
-// window.__omni.echoCouplingDb for tests and debugging.
+// window.__omni.echoCouplingDb for tests and debugging; window.__omni.levels {mic, out} (dBFS,
+// the latest poll) for the page's level meters (page.js).
 (() => {
   if (window.__omniBargeIn) return;
   window.__omniBargeIn = true;
@@ -159,8 +160,10 @@
     played.push(playedDb);
     if (played.length > ECHO_LAG_MS / POLL_MS + 1) played.shift();
     checkUnmute(now);
+    S.levels = { out: playedDb, mic: S.levels && S.levels.mic };  // (the page's level meters)
     if (!mic || mic.track.readyState !== "live") return;
     const level = db(rms(mic));
+    S.levels.mic = level;
     // noise floor: the quietest recent poll (speech has gaps; steady noise, a fan or a room, has none)
     recent.push(level);
     if (recent.length > FLOOR_POLLS) recent.shift();

@@ -210,6 +210,9 @@ def load_tiny_family(config: dict | None = None) -> ModelFamily:
         output_sample_rate_hz=OUTPUT_SAMPLE_RATE_HZ,
         unit_ms_options=tuple(ALLOWED_UNIT_MS),
         turn_detectors=("silence", "manual", "smart_turn"),
+        understands=("en",),  # (its ASR may transcribe other languages; the LLM answers in English)
+        speaks=("en",),
+        voices=("one English voice",),
     )
     family = ModelFamily(capabilities=capabilities, thinker=thinker, talker=talker, code2wav=code2wav)
     family.warmup = lambda: warmup(family)
