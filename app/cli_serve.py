@@ -9,7 +9,7 @@ then the YAML (``server.*``, ``duplex_session.*``, ``limits.*``), then the schem
 
 A copy-pasted ``vllm serve MODEL --omni --deploy-config X --trust-remote-code --host H --port P``
 line works: ``--omni`` is implied; ``--trust-remote-code`` is stored; ``MODEL`` is the model
-directory of an in-process vLLM-Omni config (``OMNI_VLLM_MODEL``), the remote's model name of a
+directory of an in-process vLLM-Omni config (its ``model:``), the remote's model name of a
 remote config, and for ``tiny`` must be its served name (it has embedded models); a vLLM
 ``--deploy-config vllm_omni/deploy/NAME.yaml`` path that does not exist here is read as
 ``configs/NAME.yaml``. Other vLLM engine flags are refused with the setting to use instead.
@@ -204,11 +204,8 @@ def load_serve_config(args: argparse.Namespace, env: dict[str, str] | None = Non
         elif base.remote is not None:
             doc = deep_merge(doc, {"remote": {"model": args.model}})
             notes.append(f"note: forwarding to the remote's model {args.model!r}")
-        else:
-            env_model = env.get("OMNI_VLLM_MODEL")
-            if env_model and env_model != args.model:
-                raise ValueError(f"MODEL {args.model!r} disagrees with OMNI_VLLM_MODEL={env_model!r}")
-            os.environ["OMNI_VLLM_MODEL"] = args.model
+        else:  # the in-process vLLM-Omni engine's model directory or id (the config's ``model:``)
+            doc = deep_merge(doc, {"model": args.model})
     doc = deep_merge(doc, overrides_from_args(args, env, family))
     cfg = parse_deploy_config(doc, stage_overrides=args.stage_overrides, source=source)
     return cfg, notes

@@ -55,6 +55,8 @@ def build_messages(text: str | None, audio: Path | None, image: Path | None) -> 
 IN_PROCESS_NOTE = ("note: no --url given, so the models are loaded in this process (slow to start; a running "
                    "server is not used). To ask a server: --url http://127.0.0.1:7860")
 
+KEY_HINT = "hint: the server wants an API key: set OPENAI_API_KEY or OMNI_API_KEY to it"
+
 
 def _remote(args: argparse.Namespace, messages: list[dict[str, Any]], out: Path) -> tuple[str, str | None]:
     from openai import OpenAI
@@ -186,6 +188,8 @@ def run_chat_cli(args: argparse.Namespace) -> int:
         return 2
     except Exception as exc:  # noqa: BLE001 - a CLI reports, it does not trace back
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if getattr(exc, "status_code", None) == 401:
+            print(KEY_HINT, file=sys.stderr)
         return 1
     print(f"transcript: {text}")
     print(f"audio: {wav}" if wav else "audio: (none)")

