@@ -114,8 +114,15 @@ def ref_wav(speech_dir):
 
 
 @pytest.fixture(scope="module")
-def server_a(server_b, ref_wav):
-    srv = FrontServer(front_config(server_b.base_url, ref_audio=str(ref_wav))).start()
+def front_recordings(tmp_path_factory):
+    return tmp_path_factory.mktemp("front_recordings")
+
+
+@pytest.fixture(scope="module")
+def server_a(server_b, ref_wav, front_recordings):
+    cfg = front_config(server_b.base_url, ref_audio=str(ref_wav))
+    cfg = cfg.model_copy(update={"recording": cfg.recording.model_copy(update={"dir": str(front_recordings)})})
+    srv = FrontServer(cfg).start()
     yield srv
     srv.stop()
 
@@ -175,7 +182,8 @@ async def test_chat_non_streaming_and_remote_errors_pass_through(server_a, serve
 
 
 # --------------------------------------------------------------------------- duplex
-async def test_duplex_spoken_question_gets_spoken_answer_through_front(server_a, server_b, question_wav):
+async def test_duplex_spoken_question_gets_spoken_answer_through_front(server_a, server_b, question_wav,
+                                                                       front_recordings):
     async with DuplexClient(server_a.base_url, handshake_timeout_s=20) as c:
         assert c.session_id and c.session["remote_session_id"] and c.session_id != c.session["remote_session_id"]
         b_session = server_b.engine.sessions.sessions[c.session["remote_session_id"]]
@@ -202,6 +210,14 @@ async def test_duplex_spoken_question_gets_spoken_answer_through_front(server_a,
     assert delta["sample_rate_hz"] == OUTPUT_SAMPLE_RATE_HZ and delta["metadata"]["session_id"] == c.session_id
     await asyncio.sleep(0.3)
     assert server_a.engine.sessions.active == 0 and server_b.engine.sessions.active == 0
+    # serve --record-dir records a forwarded session as it does a local one
+    (folder,) = front_recordings.glob(f"*_{c.session_id}")
+    config = json.loads((folder / "config.json").read_text())
+    assert config["complete"] is True and config["closed_reason"] == "client_close"
+    assert abs(sf.info(folder / "input.wav").duration - sf.info(question_wav).duration) < 0.05
+    assert abs(sf.info(folder / "output.wav").frames - audio.size) <= 1  # every delta the client got
+    rows = [json.loads(line)["event"]["type"] for line in (folder / "events.jsonl").read_text().splitlines()]
+    assert rows[0] == "session.update" and "input_audio_buffer.commit" in rows and rows[-1] == "session.closed"
 
 
 async def test_hard_barge_in_through_front_cancels_the_response(server_a, story_wav):

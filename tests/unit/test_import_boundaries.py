@@ -7,7 +7,7 @@ rooms below it:
     pipeline   (stages, workers)    -> metrics, constants
     models/*   (stage implementations per family) -> pipeline, turns
     duplex     (session owner + collaborators, manager) -> protocol, pipeline, turns, metrics, media
-    remote     (vLLM-Omni backends) -> protocol, duplex.manager, engine, metrics, media
+    remote     (vLLM-Omni backends) -> protocol, duplex.manager, duplex.recorder, engine, metrics, media
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ ALLOWED_BACKEND_IMPORTS = {
     "pipeline": ("app.backend.metrics",),
     "models": ("app.backend.pipeline", "app.backend.turns"),
     "duplex": ("app.backend.protocol", "app.backend.pipeline", "app.backend.turns", "app.backend.metrics"),
-    "remote": ("app.backend.protocol", "app.backend.duplex.manager", "app.backend.engine", "app.backend.metrics"),
+    "remote": ("app.backend.protocol", "app.backend.duplex.manager", "app.backend.duplex.recorder", "app.backend.engine",
+               "app.backend.metrics"),
 }
 """Backend room -> the other backend modules it may import (its own room is always allowed)."""
 

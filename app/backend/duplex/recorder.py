@@ -29,6 +29,7 @@ stops that session's recording (logged once), never the session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
@@ -41,6 +42,8 @@ from typing import Any
 import numpy as np
 import soundfile as sf
 
+from app.backend.duplex.inputs import InputDecoder
+from app.backend.duplex.settings import SessionSettings, apply_update
 from app.backend.protocol import commands as C
 from app.backend.protocol import events as E
 from app.constants import FIRST_UNIT_MS, INPUT_SAMPLE_RATE_HZ, OUTPUT_SAMPLE_RATE_HZ
@@ -272,6 +275,50 @@ class SessionRecorder:
         text = json.dumps(self._config, indent=2, ensure_ascii=False, default=str) + "\n"
         (self.folder / "config.json").write_text(text, encoding="utf-8")
 
+
+
+class WireTap:
+    """Records a session whose client commands are forwarded as they are (the remote backend's
+    sessions: the vLLM-Omni server, not this process, decodes them).
+
+    It follows the session's ``session.update`` (input format and rate) as the server would, so the
+    appends it hands to the :class:`SessionRecorder` are float32 16 kHz like a local session's;
+    an append it cannot decode is recorded as no audio (the remote server answers its error).
+
+    Args:
+        recorder: the session's :class:`SessionRecorder`.
+        limits: the deploy config's ``limits`` (the largest append).
+    """
+
+    def __init__(self, recorder: SessionRecorder, limits: Any) -> None:
+        self._rec = recorder
+        self._settings = SessionSettings()
+        self._input = InputDecoder(limits)
+        self._audio_started = False
+
+    def command(self, cmd: Any) -> None:
+        """A client command as the session forwards it."""
+        if isinstance(cmd, C.SessionUpdate):
+            with contextlib.suppress(C.ProtocolError):  # refused by the remote, which says so to the client
+                self._settings = apply_update(self._settings, cmd.session, audio_started=self._audio_started)
+                self._input.configure(self._settings)
+        if isinstance(cmd, C.AudioAppend):
+            try:
+                audio = self._input.audio(cmd, self._settings)
+            except C.ProtocolError:
+                audio = np.zeros(0, np.float32)
+            self._audio_started = True
+            self._rec.input(audio, cmd)
+            return
+        self._rec.command(cmd)
+
+    def event(self, ev: E.ServerEvent) -> None:
+        """A server event as the session emits it to its client."""
+        self._rec.event(ev)
+
+    def close(self, final: E.ServerEvent, session: dict[str, Any]) -> None:
+        """The session ended with ``final``; ``session`` is its last session object."""
+        self._rec.close(final, session)
 
 
 class _NoRecorder:

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from app.backend.duplex.manager import SessionManager
+from app.backend.duplex.recorder import recorder_factory
 from app.backend.engine import Engine, FamilyUnavailable
 from app.backend.metrics import EngineMetrics
 from app.backend.remote.chat import ForwardedResponse, error_response, forward_chat
@@ -149,9 +150,10 @@ class RemoteEngine:
             assert self.in_process is not None
             await self.in_process.start()
         dcfg = self.config.duplex_session.model_copy(update={"max_sessions": slots})
+        recorder = recorder_factory(self.config)  # None unless recording.dir (serve --record-dir)
         self.sessions = SessionManager(
             self.config.model_copy(update={"duplex_session": dcfg}), self.metrics,
-            lambda sid, on_closed: RemoteSession(sid, self, self.config, on_closed=on_closed),
+            lambda sid, on_closed: RemoteSession(sid, self, self.config, on_closed=on_closed, recorder=recorder),
             keep_detached=False,  # resume is not proxied: a dropped client ends its remote session
         )
         self.sessions.start()

@@ -41,8 +41,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
+from app.backend.duplex.recorder import NO_RECORDER, WireTap
 from app.backend.metrics import EngineMetrics
 from app.backend.protocol import commands as C
 from app.backend.protocol import events as E
@@ -139,8 +141,10 @@ class RemoteSession:
         detached_at: set by the manager when our client's transport went away.
     """
 
-    def __init__(self, session_id: str, backend: RemoteBackend, config: Any, on_closed: Any = None) -> None:
+    def __init__(self, session_id: str, backend: RemoteBackend, config: Any, on_closed: Any = None,
+                 recorder: Callable[[str], Any] | None = None) -> None:
         dcfg = config.duplex_session
+        self._rec = WireTap(recorder(session_id), config.limits) if recorder else NO_RECORDER  # --record-dir
         self.id = session_id
         self._backend = backend
         self._on_closed = on_closed
@@ -198,6 +202,8 @@ class RemoteSession:
             self._out.put_nowait(cmd)
         except asyncio.QueueFull:
             self._error("input_backpressure", "session inbox is full; slow down", event_id=cmd.event_id)
+            return
+        self._rec.command(cmd)
 
     def reject(self, err: C.ProtocolError) -> None:
         """Report a frame the transport could not decode (the session keeps going)."""
@@ -235,6 +241,7 @@ class RemoteSession:
             return
         self._seq += 1
         ev.server_event_seq = self._seq
+        self._rec.event(ev)
         try:
             self._outbox.put_nowait(ev)
         except asyncio.QueueFull:
@@ -258,6 +265,7 @@ class RemoteSession:
         if not self._outbox.full():
             self._outbox.put_nowait(ev)
         self.closed = True
+        self._rec.close(ev, self.describe())
         self.close_reason = ev.reason
         self._release_target()
         for t in list(self._tasks):
