@@ -47,6 +47,18 @@ from benchmarks import common
 from tests import fuzz_protocol as F
 
 
+def _traceback_kinds(log: str) -> dict[str, int]:
+    """``{"ExceptionType: message": count}`` of the tracebacks in a server log (their last line)."""
+    kinds: dict[str, int] = {}
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith("Traceback"):
+            continue
+        end = next((ln for ln in lines[i + 1:] if ln and not ln.startswith((" ", "\t", "Traceback"))), "?")
+        kinds[end[:160]] = kinds.get(end[:160], 0) + 1
+    return kinds
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--examples", type=int, default=300, help="hypothesis examples (batches of 20-60 frames)")
@@ -100,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.2)
         alive = srv.proc is not None and srv.proc.poll() is None
         rss_kib = {pid: common._status_kib(pid).get("VmRSS", 0) for pid in rss0}
-        server_log_errors = srv.log_tail(400).count("Traceback")
+        tail = srv.log_tail(400)
+        server_log_errors = tail.count("Traceback")
+        traceback_kinds = _traceback_kinds(tail)
 
     mismatched = [h for h in honest if (h.transcript, round(h.audio_ms)) != (alone.transcript, round(alone.audio_ms))
                   or h.errors]
@@ -122,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         "health_after": health,
         "server_alive": alive,
         "server_tracebacks_in_log_tail": server_log_errors,
+        "server_traceback_kinds": traceback_kinds,
         "server_rss_mib_after": round(sum(rss_kib.values()) / 1024, 1),
         "batch_wall_s": common.summarize(stats.batch_wall_s),
     })
