@@ -139,6 +139,8 @@ async def test_killed_backend_ends_only_its_session_new_ones_go_elsewhere_then_i
                              if e["type"] == "response.output_audio_transcript.delta")
         assert "paris" in transcript.lower(), transcript
         assert not talker.closed
+        # a response.done is followed by rate_limits.updated: wait for it before checking the log
+        await talker.wait_for("rate_limits.updated", timeout_s=10, after_index=talker.collector.events.index(done))
         assert_invariants(talker.collector.events, "pool_survivor")
         async with httpx.AsyncClient(timeout=5) as http:
             h = (await http.get(front.base_url + "/health")).json()
