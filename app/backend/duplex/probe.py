@@ -128,11 +128,9 @@ class SessionProbe:
             return
         self._audio_started.discard(rid)
         now = self._now()
-        if not stopped:
-            pass
-        elif self._interrupt is not None:
+        if stopped and self._interrupt is not None:
             self._m.barge_in_stop_s.labels(self._interrupt[0]).observe(max(0.0, now - self._interrupt[1]))
-        elif self._overlap_at is not None:
+        elif stopped and self._overlap_at is not None:
             self._m.barge_in_stop_s.labels("overlap").observe(max(0.0, now - self._overlap_at))
         self._interrupt = self._overlap_at = None
 
