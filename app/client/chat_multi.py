@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import json
 import statistics
 import sys
 import time
@@ -26,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
+import openai
 import soundfile as sf
 
 from app.client.config import api_key_from_env
@@ -94,7 +93,8 @@ def _decode_chunk(data: str) -> np.ndarray:
     return audio.mean(axis=1)
 
 
-async def _one(http: httpx.AsyncClient, url: str, body: dict[str, Any], out: Outcome, echo: bool) -> None:
+async def _one(client: Any, body: dict[str, Any], out: Outcome, echo: bool) -> None:
+    """One chat request through the ``openai`` SDK's async client (``client.chat.completions``)."""
     t0 = time.perf_counter()
 
     def ms() -> float:
@@ -102,47 +102,33 @@ async def _one(http: httpx.AsyncClient, url: str, body: dict[str, Any], out: Out
 
     try:
         if not body.get("stream"):
-            resp = await http.post(url, json=body)
-            if resp.status_code != 200:
-                out.error = f"HTTP {resp.status_code}: {resp.text[:300]}"
-                return
+            resp = await client.chat.completions.create(**body)
             out.total_ms = out.ttft_ms = ms()
-            for choice in resp.json().get("choices", []):
-                msg = choice.get("message") or {}
-                out.text = out.text or (msg.get("content") or "")
-                if (msg.get("audio") or {}).get("data") and not out.audio:
-                    out.audio.append(_decode_chunk(msg["audio"]["data"]))
+            for choice in resp.choices:  # vLLM-Omni servers may send a second, audio-only choice
+                out.text = out.text or (choice.message.content or "")
+                if choice.message.audio is not None and choice.message.audio.data and not out.audio:
+                    out.audio.append(_decode_chunk(choice.message.audio.data))
                     out.ttfa_ms = out.total_ms
             return
-        async with http.stream("POST", url, json=body) as resp:
-            if resp.status_code != 200:
-                out.error = f"HTTP {resp.status_code}: {(await resp.aread())[:300]!r}"
-                return
-            async for line in resp.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                if "error" in chunk:
-                    out.error = json.dumps(chunk["error"])
-                    break
-                for choice in chunk.get("choices", []):
-                    delta = choice.get("delta") or {}
-                    audio = (delta.get("audio") or {}).get("data")
-                    if audio is None and chunk.get("modality") == "audio":
-                        audio = delta.get("content")
-                    if audio:
-                        out.ttfa_ms = out.ttfa_ms if out.ttfa_ms is not None else ms()
-                        out.audio.append(_decode_chunk(audio))
-                    elif delta.get("content"):
-                        out.ttft_ms = out.ttft_ms if out.ttft_ms is not None else ms()
-                        out.text += delta["content"]
-                        if echo:
-                            sys.stdout.write(delta["content"])
-                            sys.stdout.flush()
-            out.total_ms = ms()
-            if echo:
-                sys.stdout.write("\n")
-    except (httpx.HTTPError, ValueError, sf.LibsndfileError) as exc:
+        async for chunk in await client.chat.completions.create(**body):
+            for choice in chunk.choices:
+                delta = choice.delta
+                audio = ((delta.model_extra or {}).get("audio") or {}).get("data")
+                if audio is None and (chunk.model_extra or {}).get("modality") == "audio":
+                    audio = delta.content  # vLLM-Omni also puts an audio chunk's WAV in delta.content
+                if audio:
+                    out.ttfa_ms = out.ttfa_ms if out.ttfa_ms is not None else ms()
+                    out.audio.append(_decode_chunk(audio))
+                elif delta.content:
+                    out.ttft_ms = out.ttft_ms if out.ttft_ms is not None else ms()
+                    out.text += delta.content
+                    if echo:
+                        sys.stdout.write(delta.content)
+                        sys.stdout.flush()
+        out.total_ms = ms()
+        if echo:
+            sys.stdout.write("\n")
+    except (openai.APIError, ValueError, sf.LibsndfileError) as exc:
         out.error = f"{type(exc).__name__}: {exc}"
 
 
@@ -173,10 +159,10 @@ async def run_requests(base_url: str, *, query_type: str = "text", prompts: list
     modalities = modalities or ["text", "audio"]
     root = base_url.rstrip("/")
     api = root if root.endswith("/v1") else root + "/v1"
-    headers = {"Authorization": f"Bearer {api_key_from_env() or 'EMPTY'}"}
-    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0), headers=headers) as http:
+    async with openai.AsyncOpenAI(base_url=api, api_key=api_key_from_env() or "EMPTY", timeout=600.0,
+                                  max_retries=0) as client:
         if model is None:
-            model = (await http.get(api + "/models")).json()["data"][0]["id"]
+            model = (await client.models.list()).data[0].id
         bodies = []
         for i in range(n):
             prompt = prompts[i % len(prompts)] if prompts else None
@@ -192,7 +178,7 @@ async def run_requests(base_url: str, *, query_type: str = "text", prompts: list
             bodies.append(body)
         outcomes = [Outcome(i) for i in range(n)]
         t0 = time.perf_counter()
-        await asyncio.gather(*(_one(http, api + "/chat/completions", b, o, echo and n == 1 and stream)
+        await asyncio.gather(*(_one(client, b, o, echo and n == 1 and stream)
                                for b, o in zip(bodies, outcomes, strict=True)))
         wall = time.perf_counter() - t0
     for o in outcomes:
