@@ -229,6 +229,9 @@ def serve(argv: list[str]) -> int:
     for note in notes:
         print(note, file=sys.stderr)
     srv = cfg.server
+    from app.backend.malloc import cap_malloc_arenas
+
+    arenas = cap_malloc_arenas(srv.malloc_arena_max)  # before the model threads start
     if cfg.recording.dir:
         from app.backend.duplex.recorder import notice
 
@@ -242,7 +245,8 @@ def serve(argv: list[str]) -> int:
         return 2
     scheme = "https" if srv.ssl_certfile else "http"
     keyed = f", {len(srv.api_keys)} API key(s)" if srv.api_keys else ""
-    print(f"omni-duplex: model family '{cfg.model_family}' on {scheme}://{srv.host}:{srv.port}/{keyed}", flush=True)
+    print(f"omni-duplex: model family '{cfg.model_family}' on {scheme}://{srv.host}:{srv.port}/{keyed}"
+          f" (malloc arenas {arenas})", flush=True)
     uvicorn.run(app, host=srv.host, port=srv.port, log_level=args.log_level, ws_max_size=64 * 1024 * 1024,
                 ssl_keyfile=srv.ssl_keyfile, ssl_certfile=srv.ssl_certfile)
     return 0

@@ -270,6 +270,9 @@ class ServerConfig(BaseModel):
     ssl_keyfile: Annotated[str, Field(min_length=1)] | None = None
     ssl_certfile: Annotated[str, Field(min_length=1)] | None = None
     """TLS key and certificate (PEM) for https/wss; browsers allow the microphone only on https or localhost."""
+    malloc_arena_max: Annotated[int, Field(ge=0, le=64)] = 2
+    """glibc malloc arenas for the server process (0 = glibc's default, 8 x cores; env
+    ``MALLOC_ARENA_MAX`` wins). 2 keeps a long run's RSS flat: see :mod:`app.backend.malloc`."""
     ice_servers: list[dict[str, Any]] = Field(default_factory=list)
     """The page's WebRTC ICE servers (``[{"urls": "stun:host:3478"}, {"urls": "turn:h", "username": u,
     "credential": c}]``); empty = host candidates only, nothing leaves the host."""

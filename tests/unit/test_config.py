@@ -99,7 +99,7 @@ def test_section_defaults() -> None:
     assert ServerConfig().model_dump() == {
         "host": "0.0.0.0", "port": 7860, "served_model_name": "tiny-omni", "served_model_aliases": [],
         "api_key": None, "public_page": False, "metrics_require_key": False, "ssl_keyfile": None,
-        "ssl_certfile": None, "ice_servers": []}
+        "ssl_certfile": None, "malloc_arena_max": 2, "ice_servers": []}
     assert ServerConfig().api_keys == () and ServerConfig(api_key="k").api_keys == ("k",)
     assert ServerConfig(api_key=["a", "b"]).api_keys == ("a", "b")
     lim = LimitsConfig()
