@@ -53,6 +53,15 @@ PIECE_MS = 100
 PREMATURE_SLACK_MS = 100.0
 GRID = [
     ("default", {}),
+    ("before text model", {"smart_turn_completion_threshold": 0.0, "smart_turn_confident_text": 1.0}),
+    ("no text model", {"smart_turn_completion_threshold": 0.0}),
+    ("text model 0.02", {"smart_turn_completion_threshold": 0.02}),
+    ("text model 0.07", {"smart_turn_completion_threshold": 0.07}),
+    ("text model 0.1", {"smart_turn_completion_threshold": 0.1}),
+    ("confident off", {"smart_turn_confident_text": 1.0}),
+    ("confident 0.1", {"smart_turn_confident_text": 0.1}),
+    ("confident 0.15", {"smart_turn_confident_text": 0.15}),
+    ("confident at 400", {"smart_turn_confident_end_ms": 400.0}),
     ("acoustic only", {"smart_turn_text_cues": False}),
     ("sentence end 400", {"smart_turn_sentence_end_ms": 400.0}),
     ("sentence end 1100", {"smart_turn_sentence_end_ms": 1100.0}),
@@ -100,11 +109,13 @@ class CachedScorer:
         self.model = SmartTurnModel()
         self.cache: dict[tuple[str, int], float] = {}
         self.texts: dict[tuple[str, int, float], str] = {}
+        self.text_ends: dict[str, float | None] = {}
         self.asr: Any = None
+        self.text_model: Any = None
         self.calls = 0
         self.seconds = 0.0
 
-    def __call__(self, key: str, req: Any) -> tuple[float, str | None]:
+    def __call__(self, key: str, req: Any) -> tuple[float, str | None, float | None]:
         k = (key, req.at_sample)
         if k not in self.cache:
             t0 = time.perf_counter()
@@ -121,7 +132,16 @@ class CachedScorer:
                     self.asr = WhisperAsr()
                 self.texts[tk] = self.asr.transcribe(req.utterance).strip()
             text = self.texts[tk]
-        return self.cache[k], text
+        text_end = None
+        if text and any(c.isalnum() for c in text):
+            if text not in self.text_ends:
+                if self.text_model is None:
+                    from app.backend.models.tiny.text_turn import GemmaTextEndModel
+
+                    self.text_model = GemmaTextEndModel()
+                self.text_ends[text] = self.text_model.end_probability(text)
+            text_end = self.text_ends[text]
+        return self.cache[k], text, text_end
 
 
 def decisions(det: Any, audio: np.ndarray, score: Any) -> list[float]:
@@ -216,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
             "config": {k: getattr(tcfg, k) for k in ("smart_turn_checks_ms", "smart_turn_thresholds",
                                                      "smart_turn_text_cues", "smart_turn_sentence_threshold",
                                                      "smart_turn_sentence_end_ms",
+                                                     "smart_turn_completion_threshold",
+                                                     "smart_turn_confident_text", "smart_turn_confident_end_ms",
                                                      "max_pause_ms")},
             **evaluate(instances, lambda vad, c=tcfg: LearnedTurnDetector(vad, c), scorer)}
     result["runs"] = runs

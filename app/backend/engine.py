@@ -105,11 +105,19 @@ class Engine:
             scorer = await asyncio.to_thread(self.family.turn_scorer)
             score_turn = scorer.score
             self.metrics.watch_turn_scorer(scorer)
+        score_text = None
+        tp = cfg.turn_policy
+        if detector in NEEDS_SCORER and tp.smart_turn_text_cues and tp.smart_turn_completion_threshold > 0 and \
+                self.family.text_turn_scorer is not None:
+            text_scorer = await asyncio.to_thread(self.family.text_turn_scorer)
+            score_text = text_scorer.score
+            self.metrics.watch_turn_scorer(text_scorer, kind="text")
         deps = SessionDeps(
             pipeline=self.pipeline,
             config=cfg,
             new_detector=new_detector,
             score_turn=score_turn,
+            score_text=score_text,
             metrics=self.metrics,
             capabilities=self.capabilities(),
             max_context_tokens=getattr(cfg.duplex_session, "max_context_tokens", None) or caps.max_context_tokens,

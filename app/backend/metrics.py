@@ -103,12 +103,14 @@ class EngineMetrics:
         if score_s is not None:
             self.turn_score_s.observe(score_s)
 
-    def watch_turn_scorer(self, scorer: Any) -> None:
-        """Export a shared end-of-turn scorer's batching counters (``scorer.stats()``)."""
+    def watch_turn_scorer(self, scorer: Any, kind: str = "acoustic") -> None:
+        """Export a shared end-of-turn scorer's batching counters (``scorer.stats()``):
+        ``omni_turn_detector_*`` for the acoustic model, ``omni_turn_text_model_*`` for ``kind="text"``."""
         r = self.registry
+        prefix = "omni_turn_text_model" if kind == "text" else "omni_turn_detector"
         for name, doc, attr in (("calls", "Model calls (one per batch)", "calls"),
                                 ("clips", "Clips scored", "clips"),
                                 ("compute_seconds", "Seconds in model calls", "total_s"),
                                 ("max_batch", "Largest batch so far", "max_batch_size")):
-            g = Gauge(f"omni_turn_detector_{name}", f"End-of-turn scorer: {doc}", registry=r)
+            g = Gauge(f"{prefix}_{name}", f"End-of-turn {kind} scorer: {doc}", registry=r)
             g.set_function(lambda a=attr: float(getattr(scorer.stats(), a)))

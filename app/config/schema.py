@@ -339,6 +339,17 @@ class TurnPolicyConfig(BaseModel):
     smart_turn_sentence_end_ms: PosFloat = 1100.0
     """``smart_turn``: silence after which a transcript that ends a sentence ends the turn whatever
     the model says, ms (checked at the first check at or after it)."""
+    smart_turn_completion_threshold: Annotated[float, Field(ge=0, lt=1)] = 0.045
+    """``smart_turn`` with text cues: the family's text end-of-turn model (the ``tiny`` Thinker's LM:
+    the probability that the transcript's words end there) below this keeps the turn open until
+    ``max_pause_ms`` whatever the acoustic model says; 0 = not used. Tuned on the dev split of
+    ``benchmarks/tune_turns.py``."""
+    smart_turn_confident_text: Annotated[float, Field(gt=0, le=1)] = 0.25
+    """``smart_turn`` with the text model: a transcript that ends a sentence with a text
+    end-of-turn probability at or above this ends the turn after ``smart_turn_confident_end_ms``
+    of silence whatever the acoustic model says (flat synthetic prosody scores low acoustically)."""
+    smart_turn_confident_end_ms: PosFloat = 700.0
+    """``smart_turn``: see ``smart_turn_confident_text`` (checked at the first check at or after it), ms."""
     max_pause_ms: Annotated[int, Field(ge=2000)] = 2000
     """``smart_turn``: a pause this long ends the turn whatever the model says, ms (at least 2000)."""
     echo_gate: bool = False

@@ -77,6 +77,8 @@ class SessionDeps:
         vision: the family reads frames.
         score_turn: the shared end-of-turn scorer (``score(audio) -> Future[float]``) for detectors
             that ask for scores; None otherwise.
+        score_text: the shared text end-of-turn scorer (``score(transcript) -> Future[float]``),
+            or None.
         metrics: the engine's metrics (turn decisions), or None.
         recorder: ``recorder(session_id)`` -> a :class:`~app.backend.duplex.recorder.SessionRecorder`, or None.
     """
@@ -88,6 +90,7 @@ class SessionDeps:
     max_context_tokens: int
     vision: bool
     score_turn: Callable[[np.ndarray], Future[float]] | None = None
+    score_text: Callable[[str], Future[float]] | None = None
     metrics: EngineMetrics | None = None
     recorder: Callable[[str], Any] | None = None
 
@@ -136,7 +139,7 @@ class DuplexSession:
         self._turns = TurnTracker(deps.new_detector(wrap_vad=self._echo.wrap if self._echo else None),
                                   score=deps.score_turn, spawn=self._spawn, post=self._post,
                                   on_decision=deps.metrics.record_turn_decision if deps.metrics else None,
-                                  transcribe=self._transcripts.transcribe)
+                                  transcribe=self._transcripts.transcribe, score_text=deps.score_text)
         self._held_audio: np.ndarray | None = None  # input not yet fed: the detector waits for a score
         self._gated: deque[Any] = deque()  # client commands that arrived meanwhile, in order
         self._history = History()

@@ -32,12 +32,15 @@ class Scored:
         probability: that the turn is complete, or None (the scorer failed or timed out).
         seconds: request to result, wall clock.
         text: the transcript of ``request.utterance`` (None when none was asked or it failed).
+        text_end: the text end-of-turn model's probability that ``text``'s words end there (None:
+            no such model, no words, or it failed).
     """
 
     request: ScoreRequest
     probability: float | None
     seconds: float
     text: str | None = None
+    text_end: float | None = None
 
 
 def new_item_id() -> str:
@@ -57,15 +60,19 @@ class TurnTracker:
         on_decision: called with ``(outcome, score seconds or None)`` after each scored or capped
             pause (metrics).
         transcribe: the session's shared transcription (for requests that carry an utterance).
+        score_text: the shared text end-of-turn scorer (``score(transcript) -> Future[float]``);
+            None: the detector reads only word cues.
     """
 
     def __init__(self, detector: TurnDetector, *, score: Callable[[np.ndarray], Future[float]] | None = None,
                  spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]] | None = None,
                  post: Callable[[Any], Awaitable[None]] | None = None,
                  on_decision: Callable[[str, float | None], None] | None = None,
-                 transcribe: Callable[[np.ndarray], Awaitable[str]] | None = None) -> None:
+                 transcribe: Callable[[np.ndarray], Awaitable[str]] | None = None,
+                 score_text: Callable[[str], Future[float]] | None = None) -> None:
         self._detector = detector
         self._transcribe = transcribe
+        self._score_text = score_text
         self._score = score
         self._spawn = spawn
         self._post = post
@@ -130,7 +137,15 @@ class TurnTracker:
                 raise
             except Exception:  # no transcript: the acoustic score decides alone
                 log.warning("transcript for the end-of-turn cue failed", exc_info=True)
-        await self._post(Scored(req, p, time.perf_counter() - t0, text))
+        text_end = None
+        if text and self._score_text is not None and any(c.isalnum() for c in text):
+            try:
+                text_end = await asyncio.wait_for(asyncio.wrap_future(self._score_text(text)), SCORE_TIMEOUT_S)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # no text score: the word cues and the acoustic score decide
+                log.warning("text end-of-turn score failed", exc_info=True)
+        await self._post(Scored(req, p, time.perf_counter() - t0, text, text_end))
 
     def resolve(self, msg: Scored) -> list[TurnSignal]:
         """A score is back: the detector decides (stale scores, e.g. after a reset, are ignored)."""
@@ -138,7 +153,7 @@ class TurnTracker:
             return []
         self._score_calls += 1
         self._score_s += msg.seconds
-        signals = self._detector.resolve(msg.probability, msg.text)
+        signals = self._detector.resolve(msg.probability, msg.text, msg.text_end)
         if self._on_decision is not None:
             self._on_decision(getattr(self._detector, "last_outcome", None) or "unknown", msg.seconds)
         return signals

@@ -195,6 +195,9 @@ class ModelFamily:
         turn_scorer: returns the family's shared end-of-turn scorer (``score(audio) ->
             concurrent.futures.Future[float]``, the probability that the turn is complete), built
             on first call; None when the family has no end-of-turn model.
+        text_turn_scorer: returns the family's shared text end-of-turn scorer (``score(transcript)
+            -> Future[float]``, the probability that the words end there), built on first call;
+            None when the family has none (the learned detector then reads only word cues).
     """
 
     capabilities: FamilyCapabilities
@@ -203,3 +206,4 @@ class ModelFamily:
     code2wav: Code2Wav
     warmup: Callable[[], Any] | None = None
     turn_scorer: Callable[[], Any] | None = None
+    text_turn_scorer: Callable[[], Any] | None = None

@@ -78,9 +78,11 @@ class TurnDetector(ABC):
         """Samples at the end of the last :meth:`feed` argument not consumed (non-zero only while awaiting)."""
         return 0
 
-    def resolve(self, probability: float | None, text: str | None = None) -> list[TurnSignal]:
+    def resolve(self, probability: float | None, text: str | None = None,
+                text_end: float | None = None) -> list[TurnSignal]:
         """Hand back the awaited score (None: scoring failed) and, when the request carried an
-        utterance, its transcript (None: none); returns the signals it decides.
+        utterance, its transcript (None: none) and a text model's probability that its words end
+        there (None: not scored); returns the signals it decides.
 
         Raises:
             RuntimeError: nothing is awaited.

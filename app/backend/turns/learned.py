@@ -15,8 +15,10 @@ Policy, on the media clock:
   the model says, so a turn always ends;
 * speech coming back (``resumed``) starts the checks of the next pause from the first one;
 * with ``smart_turn_text_cues`` each score request carries the utterance so far, and the session
-  hands back its transcript with the score: words that trail off ("... remind me to") keep the
-  turn open whatever the acoustic model says, a finished sentence needs only
+  hands back its transcript with the score (and, where the family has one, a text model's
+  probability that the words end there): words that trail off ("... remind me to") or that a
+  language model expects to go on ("I would like to book a table") keep the turn open whatever
+  the acoustic model says, a finished sentence needs only
   ``smart_turn_sentence_threshold``, and after ``smart_turn_sentence_end_ms`` of silence nothing
   more (:mod:`app.backend.turns.text_cues`).
 
@@ -83,6 +85,9 @@ class LearnedTurnDetector(TurnDetector):
         self._text_cues = bool(config.smart_turn_text_cues)
         self._sentence_threshold = float(config.smart_turn_sentence_threshold)
         self._sentence_end_ms = float(config.smart_turn_sentence_end_ms)
+        self._completion_threshold = float(getattr(config, "smart_turn_completion_threshold", 0.0))
+        self._confident_text = float(getattr(config, "smart_turn_confident_text", 1.0))
+        self._confident_end_ms = float(getattr(config, "smart_turn_confident_end_ms", self._sentence_end_ms))
         self._window = int(model_window_samples)
         self._patience = 1.0
         self._check = 0
@@ -153,13 +158,19 @@ class LearnedTurnDetector(TurnDetector):
         self._held = 0
         return signals
 
-    def resolve(self, probability: float | None, text: str | None = None) -> list[TurnSignal]:
+    def resolve(self, probability: float | None, text: str | None = None,
+                text_end: float | None = None) -> list[TurnSignal]:
         """The awaited score: ``probability`` that the turn is complete (None: scoring failed, keep
-        listening), and the transcript of the utterance so far (None: no text cue).
+        listening), the transcript of the utterance so far (None: no text cue) and the text
+        end-of-turn model's probability that its words end there (None: not scored).
 
         With a transcript, an utterance that trails off (:func:`~app.backend.turns.text_cues.unfinished`:
-        "... remind me to") keeps listening whatever the model says (the hard cap still ends it),
-        and one that ends a sentence needs only ``smart_turn_sentence_threshold``.
+        "... remind me to"), or whose ``text_end`` is below ``smart_turn_completion_threshold``
+        ("I would like to book a table"), keeps listening whatever the acoustic model says (the
+        hard cap still ends it); one that ends a sentence needs only ``smart_turn_sentence_threshold``,
+        and none at all after ``smart_turn_sentence_end_ms`` of silence (``smart_turn_confident_end_ms``
+        when ``text_end`` >= ``smart_turn_confident_text``). Silences are the configured ones times
+        the patience (the checks are scaled as they are reached).
 
         Raises:
             RuntimeError: nothing is awaited.
@@ -169,11 +180,14 @@ class LearnedTurnDetector(TurnDetector):
             raise RuntimeError("no score is awaited")
         self._awaiting, self._held = None, 0
         threshold = self._thresholds[req.check]
-        if text is not None and unfinished(text):
+        if text is not None and (unfinished(text) or (text_end is not None and text_end < self._completion_threshold)):
             threshold = float("inf")
         elif text is not None and ends_sentence(text):
             threshold = min(threshold, self._sentence_threshold)
-            if self._checks[req.check] * self._patience >= self._sentence_end_ms * self._patience:
+            end_ms = self._sentence_end_ms
+            if text_end is not None and text_end >= self._confident_text:
+                end_ms = min(end_ms, self._confident_end_ms)  # the words plainly end: wait less
+            if self._checks[req.check] >= end_ms:
                 threshold = 0.0  # a finished sentence and this much silence: over, whatever the model says
         if probability is not None and probability >= threshold:
             self.last_outcome = "complete"

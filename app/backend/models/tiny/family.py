@@ -216,22 +216,34 @@ def load_tiny_family(config: dict | None = None) -> ModelFamily:
     )
     family = ModelFamily(capabilities=capabilities, thinker=thinker, talker=talker, code2wav=code2wav)
     family.warmup = lambda: warmup(family)
-    family.turn_scorer = _shared_scorer()
+    family.turn_scorer = _shared_scorer(_smart_turn_scorer)
+    family.text_turn_scorer = _shared_scorer(_text_turn_scorer)
     return family
 
 
-def _shared_scorer() -> Callable[[], Any]:
-    """A lazy, process-wide :class:`~app.backend.models.tiny.smart_turn.SmartTurnScorer`: one ONNX
-    session on one thread, batching the requests of every session."""
+def _smart_turn_scorer() -> Any:
     from app.backend.models.tiny.smart_turn import SmartTurnModel, SmartTurnScorer
 
-    lock = threading.Lock()
-    box: list[SmartTurnScorer] = []
+    return SmartTurnScorer(SmartTurnModel())
 
-    def get() -> SmartTurnScorer:
+
+def _text_turn_scorer() -> Any:
+    from app.backend.models.tiny.smart_turn import SmartTurnScorer
+    from app.backend.models.tiny.text_turn import GemmaTextEndModel, words_of
+
+    return SmartTurnScorer(GemmaTextEndModel(), name="text-turn", prepare=words_of)  # type: ignore[arg-type]
+
+
+def _shared_scorer(make: Callable[[], Any]) -> Callable[[], Any]:
+    """A lazy, process-wide scorer (:class:`~app.backend.models.tiny.smart_turn.SmartTurnScorer`):
+    one model on one thread, batching the requests of every session; built on the first call."""
+    lock = threading.Lock()
+    box: list[Any] = []
+
+    def get() -> Any:
         with lock:
             if not box:
-                box.append(SmartTurnScorer(SmartTurnModel()))
+                box.append(make())
             return box[0]
 
     return get

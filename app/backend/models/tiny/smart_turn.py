@@ -52,7 +52,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final, Self
+from typing import Any, Final, Self
 
 import numpy as np
 
@@ -384,19 +384,24 @@ class SmartTurnScorer:
     :meth:`SmartTurnModel.predict` call; so under load the batch grows instead of the queue.
 
     Args:
-        model: the model to share.
+        model: the model to share (``predict(batch) -> [len(batch)]`` probabilities).
         max_batch: clips per call at most (>= 1; default :data:`DEFAULT_MAX_BATCH`).
         name: the worker thread's name.
+        prepare: turns what :meth:`score` gets into one batch item, on the caller's thread (default:
+            the last 8 s of the audio, front-padded; the text end-of-turn model passes its text
+            through, see :mod:`app.backend.models.tiny.text_turn`).
 
     Raises:
         ValueError: ``max_batch`` < 1.
     """
 
-    def __init__(self, model: SmartTurnModel, *, max_batch: int = DEFAULT_MAX_BATCH, name: str = "smart-turn") -> None:
+    def __init__(self, model: SmartTurnModel, *, max_batch: int = DEFAULT_MAX_BATCH, name: str = "smart-turn",
+                 prepare: Callable[[Any], Any] | None = None) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self._model = model
         self._max_batch = max_batch
+        self._prepare = prepare or _window
         self._cond = threading.Condition()
         self._pending: deque[_Request] = deque()
         self._closed = False
@@ -435,7 +440,7 @@ class SmartTurnScorer:
             ValueError, TypeError: ``audio`` is not 1-D float audio.
             RuntimeError: the scorer is closed.
         """
-        clip = _window(audio)
+        clip = self._prepare(audio)
         fut: Future[float] = Future()
         with self._cond:
             if self._closed:
