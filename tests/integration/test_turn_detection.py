@@ -85,10 +85,12 @@ async def test_turns_are_the_same_at_real_time_and_as_fast_as_possible(smart, sp
 
 
 async def test_a_wrong_end_of_turn_is_taken_back_and_the_whole_utterance_answered(make_server, speech_dir):
-    # thresholds this low end every pause at its first check: the break inside the question is taken
-    # for the end of the turn (a forced wrong release); the user goes on within resume_window_ms
+    # thresholds this low, and no text model (it holds "What is the capital"), end every pause at its
+    # first check: the break inside the question is taken for the end of the turn (a forced wrong
+    # release); the user goes on within resume_window_ms
     srv = make_server(turn_policy={"detector": "smart_turn", "resume_window_ms": 2500,
-                                   "smart_turn_thresholds": [0.001, 0.001, 0.001, 0.001, 0.001]})
+                                   "smart_turn_thresholds": [0.001, 0.001, 0.001, 0.001, 0.001],
+                                   "smart_turn_completion_threshold": 0.0})
     pcm = ssml_pcm('What is the capital <break time="1500ms"/> of France?', speech_dir / "wrong_release.wav")
     ev = await _session(srv.ws_url, pcm, realtime=True)
     assert_invariants(ev, "smart_turn_wrong_release")
@@ -108,6 +110,19 @@ async def test_a_wrong_end_of_turn_is_taken_back_and_the_whole_utterance_answere
     answer = "".join(e["delta"] for e in ev if e["type"] == "response.output_audio_transcript.delta"
                      and e["response_id"] == last["response"]["id"])
     assert "Paris" in answer, answer
+
+
+async def test_the_text_model_holds_a_turn_whose_words_go_on_though_the_acoustic_thresholds_would_end_it(
+        make_server, speech_dir):
+    srv = make_server(turn_policy={"detector": "smart_turn", "resume_window_ms": 2500,
+                                   "smart_turn_thresholds": [0.001, 0.001, 0.001, 0.001, 0.001]})
+    pcm = ssml_pcm('What is the capital <break time="1500ms"/> of France?', speech_dir / "wrong_release.wav")
+    ev = await _session(srv.ws_url, pcm, realtime=False)
+    assert_invariants(ev, "smart_turn_text_model_hold")
+    assert [e["type"] for e in ev].count("input_audio_buffer.speech_stopped") == 1, _turns(ev)
+    assert [e["type"] for e in ev].count("response.created") == 1, types(ev)
+    said = [e["transcript"] for e in ev if e["type"] == "conversation.item.input_audio_transcription.completed"]
+    assert len(said) == 1 and "capital" in said[0] and "France" in said[0], said
 
 
 async def test_an_unknown_detector_for_the_family_stops_start_up(deploy_config, tiny_family):
