@@ -53,11 +53,15 @@ PIECE_MS = 100
 PREMATURE_SLACK_MS = 100.0
 GRID = [
     ("default", {}),
-    ("before text model", {"smart_turn_completion_threshold": 0.0, "smart_turn_confident_text": 1.0}),
+    ("before text model", {"smart_turn_completion_threshold": 0.0, "smart_turn_confident_text": 1.0,
+                           "max_unfinished_pause_ms": 2000, "smart_turn_sentence_end_ms": 1100.0}),
     ("no text model", {"smart_turn_completion_threshold": 0.0}),
     ("text model 0.02", {"smart_turn_completion_threshold": 0.02}),
     ("text model 0.07", {"smart_turn_completion_threshold": 0.07}),
     ("text model 0.1", {"smart_turn_completion_threshold": 0.1}),
+    ("unfinished cap 2000", {"max_unfinished_pause_ms": 2000}),
+    ("unfinished cap 3000", {"max_unfinished_pause_ms": 3000}),
+    ("unfinished cap 4000", {"max_unfinished_pause_ms": 4000}),
     ("confident off", {"smart_turn_confident_text": 1.0}),
     ("confident 0.1", {"smart_turn_confident_text": 0.1}),
     ("confident 0.15", {"smart_turn_confident_text": 0.15}),
@@ -65,7 +69,7 @@ GRID = [
     ("acoustic only", {"smart_turn_text_cues": False}),
     ("sentence end 400", {"smart_turn_sentence_end_ms": 400.0}),
     ("sentence end 1100", {"smart_turn_sentence_end_ms": 1100.0}),
-    ("sentence end off", {"smart_turn_sentence_end_ms": 1e9}),
+    ("sentence end 1600", {"smart_turn_sentence_end_ms": 1600.0}),
     ("t0.95", {"smart_turn_thresholds": [0.95, 0.85, 0.65, 0.45, 0.25]}),
     ("t0.7", {"smart_turn_thresholds": [0.7, 0.6, 0.5, 0.4, 0.3]}),
 ]
@@ -238,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                                                      "smart_turn_sentence_end_ms",
                                                      "smart_turn_completion_threshold",
                                                      "smart_turn_confident_text", "smart_turn_confident_end_ms",
-                                                     "max_pause_ms")},
+                                                     "max_pause_ms", "max_unfinished_pause_ms")},
             **evaluate(instances, lambda vad, c=tcfg: LearnedTurnDetector(vad, c), scorer)}
     result["runs"] = runs
     metrics = []

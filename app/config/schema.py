@@ -336,9 +336,11 @@ class TurnPolicyConfig(BaseModel):
     ``smart_turn_sentence_threshold`` (the decision then waits for the transcript)."""
     smart_turn_sentence_threshold: Annotated[float, Field(gt=0, lt=1)] = 0.5
     """``smart_turn``: the probability that ends the turn when the transcript ends a sentence."""
-    smart_turn_sentence_end_ms: PosFloat = 1100.0
-    """``smart_turn``: silence after which a transcript that ends a sentence ends the turn whatever
-    the model says, ms (checked at the first check at or after it)."""
+    smart_turn_sentence_end_ms: PosFloat | None = None
+    """``smart_turn``: silence after which any transcript that ends a sentence ends the turn whatever
+    the model says, ms (checked at the first check at or after it); None = no such rule (the
+    default since the text model's ``smart_turn_confident_*`` rule: on the dev split it took
+    fragments misheard as questions, "What is the, um" -> "What is her arm?", for ends)."""
     smart_turn_completion_threshold: Annotated[float, Field(ge=0, lt=1)] = 0.045
     """``smart_turn`` with text cues: the family's text end-of-turn model (the ``tiny`` Thinker's LM:
     the probability that the transcript's words end there) below this keeps the turn open until
@@ -352,6 +354,10 @@ class TurnPolicyConfig(BaseModel):
     """``smart_turn``: see ``smart_turn_confident_text`` (checked at the first check at or after it), ms."""
     max_pause_ms: Annotated[int, Field(ge=2000)] = 2000
     """``smart_turn``: a pause this long ends the turn whatever the model says, ms (at least 2000)."""
+    max_unfinished_pause_ms: Annotated[int, Field(ge=2000)] = 2500
+    """``smart_turn``: the cap instead of ``max_pause_ms`` while the transcript says the words go on
+    (they trail off, or the text model expects more): someone who stopped at "Could you, um" is
+    still thinking. Fillers the VAD does not hear count as silence, so the wait is longer. ms."""
     echo_gate: bool = False
     """Discount the assistant's own voice coming back through the user's mic (a loudspeaker with no
     echo cancellation): VAD windows the released audio explains are not speech

@@ -97,24 +97,36 @@ def speech_end(audio: np.ndarray) -> int:
     return int(np.flatnonzero(np.abs(audio) > 0.01)[-1])
 
 
-def test_words_that_go_on_hold_the_turn_to_the_cap_whatever_the_acoustic_model_says(cfg, clip):
+def test_words_that_go_on_hold_the_turn_to_the_longer_cap_whatever_the_acoustic_model_says(cfg, clip):
     det = LearnedTurnDetector(SileroVad(), cfg)
     _, eot = decide(det, clip, 0.99, "I would like to book a table.", 0.01)
     assert eot is not None and det.last_outcome == "cap"
-    assert (eot - speech_end(clip)) * 1000 / SR >= MIN_HARD_CAP_MS - 100
+    waited_ms = (eot - speech_end(clip)) * 1000 / SR
+    assert cfg.max_unfinished_pause_ms - 100 <= waited_ms <= cfg.max_unfinished_pause_ms + 300, waited_ms
+    assert cfg.max_unfinished_pause_ms > max(cfg.max_pause_ms, MIN_HARD_CAP_MS)
     # the same scores with a text model that calls it finished: over at the first check
     det = LearnedTurnDetector(SileroVad(), cfg)
     checks, eot = decide(det, clip, 0.99, "I would like to book a table.", 0.5)
     assert checks == [0] and det.last_outcome == "complete"
 
 
-def test_words_that_plainly_end_end_the_turn_at_the_confident_silence_not_the_sentence_end_one(cfg, clip):
+def test_a_pause_whose_words_may_end_keeps_the_plain_cap(cfg, clip):
+    det = LearnedTurnDetector(SileroVad(), cfg)
+    _, eot = decide(det, clip, 0.01, "I would like to book a table.", 0.1)  # neither held nor confident
+    assert det.last_outcome == "cap"
+    assert (eot - speech_end(clip)) * 1000 / SR < cfg.max_unfinished_pause_ms - 200
+
+
+def test_words_that_plainly_end_end_the_turn_at_the_confident_silence(cfg, clip):
     first = next(i for i, ms in enumerate(cfg.smart_turn_checks_ms) if ms >= cfg.smart_turn_confident_end_ms)
-    late = next(i for i, ms in enumerate(cfg.smart_turn_checks_ms) if ms >= cfg.smart_turn_sentence_end_ms)
-    assert first < late
     det = LearnedTurnDetector(SileroVad(), cfg)
     checks, _ = decide(det, clip, 0.01, "I would like to book a table.", cfg.smart_turn_confident_text)
     assert checks[-1] == first and det.last_outcome == "complete"
-    det = LearnedTurnDetector(SileroVad(), cfg)  # no text model: the later sentence-end rule
+    det = LearnedTurnDetector(SileroVad(), cfg)  # no text model and no sentence-end rule: the cap
     checks, _ = decide(det, clip, 0.01, "I would like to book a table.", None)
-    assert checks[-1] == late and det.last_outcome == "complete"
+    assert cfg.smart_turn_sentence_end_ms is None and det.last_outcome == "cap"
+    sentence_end = cfg.model_copy(update={"smart_turn_sentence_end_ms": 1100.0})  # the rule, when set
+    late = next(i for i, ms in enumerate(cfg.smart_turn_checks_ms) if ms >= 1100.0)
+    det = LearnedTurnDetector(SileroVad(), sentence_end)
+    checks, _ = decide(det, clip, 0.01, "I would like to book a table.", None)
+    assert checks[-1] == late and first < late and det.last_outcome == "complete"

@@ -12,7 +12,8 @@ Policy, on the media clock:
   listening until the next check. The thresholds fall as the silence grows: a confident
   "complete" is needed early, a weaker one later;
 * after ``max_pause_ms`` of silence (at least :data:`MIN_HARD_CAP_MS`) the turn ends whatever
-  the model says, so a turn always ends;
+  the model says, so a turn always ends; ``max_unfinished_pause_ms`` (longer) while the last
+  transcript of the pause says the words go on;
 * speech coming back (``resumed``) starts the checks of the next pause from the first one;
 * with ``smart_turn_text_cues`` each score request carries the utterance so far, and the session
   hands back its transcript with the score (and, where the family has one, a text model's
@@ -82,12 +83,15 @@ class LearnedTurnDetector(TurnDetector):
         if any(b <= a for a, b in itertools.pairwise(self._checks)):
             raise ValueError("smart_turn_checks_ms must increase")
         self._cap_ms = max(float(config.max_pause_ms), MIN_HARD_CAP_MS)
+        self._unfinished_cap_ms = max(float(getattr(config, "max_unfinished_pause_ms", self._cap_ms)), self._cap_ms)
+        self._words_go_on = False  # the last scored transcript of this pause trails off
         self._text_cues = bool(config.smart_turn_text_cues)
         self._sentence_threshold = float(config.smart_turn_sentence_threshold)
-        self._sentence_end_ms = float(config.smart_turn_sentence_end_ms)
+        end_ms = config.smart_turn_sentence_end_ms
+        self._sentence_end_ms = float("inf") if end_ms is None else float(end_ms)
         self._completion_threshold = float(getattr(config, "smart_turn_completion_threshold", 0.0))
         self._confident_text = float(getattr(config, "smart_turn_confident_text", 1.0))
-        self._confident_end_ms = float(getattr(config, "smart_turn_confident_end_ms", self._sentence_end_ms))
+        self._confident_end_ms = float(getattr(config, "smart_turn_confident_end_ms", float("inf")))
         self._window = int(model_window_samples)
         self._patience = 1.0
         self._check = 0
@@ -138,13 +142,15 @@ class LearnedTurnDetector(TurnDetector):
                 if sig.kind in ("speech_started", "resumed"):
                     self._check = 0
                     self._pause_utterance = None
+                    self._words_go_on = False
                 elif sig.kind == "pause":
                     self._pause_utterance = sig.utterance  # the same samples the speculative reply transcribes
                 signals.append(sig)
             if piece.size < step or not inner.user_speaking:
                 continue
             silence = inner.silence_ms
-            if silence >= self._cap_ms * max(self._patience, 1.0):
+            cap = self._unfinished_cap_ms if self._words_go_on else self._cap_ms
+            if silence >= cap * max(self._patience, 1.0):
                 signals.append(self._end())
                 self.last_outcome = "cap"
             elif self._check < len(self._checks) and silence >= self._checks[self._check] * self._patience:
@@ -180,7 +186,9 @@ class LearnedTurnDetector(TurnDetector):
             raise RuntimeError("no score is awaited")
         self._awaiting, self._held = None, 0
         threshold = self._thresholds[req.check]
-        if text is not None and (unfinished(text) or (text_end is not None and text_end < self._completion_threshold)):
+        self._words_go_on = text is not None and (
+            unfinished(text) or (text_end is not None and text_end < self._completion_threshold))
+        if self._words_go_on:
             threshold = float("inf")
         elif text is not None and ends_sentence(text):
             threshold = min(threshold, self._sentence_threshold)
@@ -206,6 +214,7 @@ class LearnedTurnDetector(TurnDetector):
 
     def _end(self) -> TurnSignal:
         self._check = 0
+        self._words_go_on = False
         self._pause_utterance = None
         sig = self._vad_turns.flush()
         assert sig is not None  # only called while the user is in a turn
