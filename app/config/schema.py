@@ -344,7 +344,7 @@ class TurnPolicyConfig(BaseModel):
     smart_turn_completion_threshold: Annotated[float, Field(ge=0, lt=1)] = 0.045
     """``smart_turn`` with text cues: the family's text end-of-turn model (the ``tiny`` Thinker's LM:
     the probability that the transcript's words end there) below this keeps the turn open until
-    ``max_pause_ms`` whatever the acoustic model says; 0 = not used. Tuned on the dev split of
+    ``max_unfinished_pause_ms`` whatever the acoustic model says; 0 = not used. Tuned on the dev split of
     ``benchmarks/tune_turns.py``."""
     smart_turn_confident_text: Annotated[float, Field(gt=0, le=1)] = 0.25
     """``smart_turn`` with the text model: a transcript that ends a sentence with a text
