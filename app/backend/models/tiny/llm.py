@@ -248,6 +248,21 @@ def finish_reply(raw: str, hit_max_tokens: bool, max_sentences: int = DEFAULT_MA
     return GeneratedReply(" ".join(words).rstrip(",;:-\u2014\u2013") + ".", "length")
 
 
+def load_gemma(model_path: Path | None = None, *, n_ctx: int, n_threads: int, **kwargs: Any) -> Any:
+    """A ``llama_cpp.Llama`` context on the Gemma GGUF (default :func:`gemma_gguf_path`), loaded
+    without AMX weight repacking (see :func:`_without_amx_repack`); ``kwargs`` go to ``Llama``.
+
+    Raises:
+        ImportError: ``llama-cpp-python`` is not installed.
+        ModelAssetMissingError, WeightIntegrityError: see :func:`gemma_gguf_path`.
+    """
+    from llama_cpp import Llama
+
+    with _without_amx_repack():
+        return Llama(model_path=str(model_path or gemma_gguf_path()), n_ctx=n_ctx, n_threads=n_threads,
+                     n_threads_batch=n_threads, verbose=False, **kwargs)
+
+
 class GemmaLlm:
     """Gemma 3 270M base through ``llama_cpp.Llama``.
 
@@ -270,21 +285,14 @@ class GemmaLlm:
         max_sentences: int = DEFAULT_MAX_SENTENCES,
     ) -> None:
         try:
-            from llama_cpp import Llama
+            import llama_cpp  # noqa: F401 - a clear error when the extra is missing
         except ImportError as exc:  # pragma: no cover
             raise ModelAssetMissingError(
                 "llama-cpp-python is not installed; install the 'tiny' extra"
             ) from exc
         if max_sentences < 1:
             raise ValueError(f"max_sentences must be >= 1, got {max_sentences}")
-        with _without_amx_repack():
-            self._llm = Llama(
-                model_path=str(model_path or gemma_gguf_path()),
-                n_ctx=n_ctx,
-                n_threads=n_threads,
-                n_threads_batch=n_threads,
-                verbose=False,
-            )
+        self._llm = load_gemma(model_path, n_ctx=n_ctx, n_threads=n_threads)
         self.n_ctx = n_ctx
         self.max_sentences = max_sentences
         self._lock = threading.Lock()  # a Llama context is not thread-safe

@@ -25,7 +25,7 @@ from typing import Final
 
 import numpy as np
 
-from app.backend.models.tiny.llm import _without_amx_repack, gemma_gguf_path
+from app.backend.models.tiny.llm import load_gemma
 
 PROMPT: Final[str] = 'Transcript of a voice message:\n"{text}'
 """The transcript (its final punctuation removed) is quoted; the next token says whether it ends."""
@@ -66,11 +66,10 @@ class GemmaTextEndModel:
     """
 
     def __init__(self, model_path: Path | None = None, n_threads: int = 1) -> None:
-        from llama_cpp import Llama
+        import llama_cpp
 
-        with _without_amx_repack():
-            self._llm = Llama(model_path=str(model_path or gemma_gguf_path()), n_ctx=N_CTX, n_threads=n_threads,
-                              n_threads_batch=n_threads, n_batch=N_CTX, verbose=False)
+        self._llm = load_gemma(model_path, n_ctx=N_CTX, n_threads=n_threads, n_batch=N_CTX)
+        self._logits_ith = llama_cpp.llama_get_logits_ith
         self._end_ids = sorted({self._llm.tokenize(s.encode(), add_bos=False)[0] for s in END_STRINGS})
         self._lock = threading.Lock()  # one llama context: one call at a time
 
@@ -84,13 +83,11 @@ class GemmaTextEndModel:
         if not words:
             raise ValueError("no words to score")
         prompt = PROMPT.format(text=" ".join(words[-MAX_WORDS:]))
-        import llama_cpp
-
         with self._lock:
             tokens = self._llm.tokenize(prompt.encode("utf-8"), add_bos=True)
             self._llm.reset()
             self._llm.eval(tokens)
-            ptr = llama_cpp.llama_get_logits_ith(self._llm.ctx, -1)
+            ptr = self._logits_ith(self._llm.ctx, -1)
             logits = np.ctypeslib.as_array(ptr, shape=(self._llm.n_vocab(),)).astype(np.float64)
         p = np.exp(logits - logits.max())
         return float(p[self._end_ids].sum() / p.sum())
