@@ -17,7 +17,7 @@ from app.backend.duplex.recorder import recorder_factory
 from app.backend.duplex.session import DuplexSession, SessionDeps
 from app.backend.metrics import EngineMetrics
 from app.backend.pipeline.stages import ModelFamily
-from app.backend.pipeline.workers import Pipeline
+from app.backend.pipeline.workers import Pipeline, in_passing_thread
 from app.backend.turns.factory import (
     NEEDS_SCORER,
     DetectorUnavailable,
@@ -75,9 +75,9 @@ class Engine:
         """Load the family (in a thread), start the stage workers and the reaper."""
         t0 = time.perf_counter()
         if self.family is None:
-            self.family = await asyncio.to_thread(load_family, self.config)
+            self.family = await in_passing_thread(load_family, self.config)
             if self.family.warmup is not None:
-                await asyncio.to_thread(self.family.warmup)
+                await in_passing_thread(self.family.warmup)
         cfg = self.config
         stages = [cfg.stage(i) for i in range(3)]
         self.pipeline = Pipeline(
@@ -102,14 +102,14 @@ class Engine:
         if detector in NEEDS_SCORER:
             if self.family.turn_scorer is None:
                 raise FamilyUnavailable(f"family '{caps.name}' declares '{detector}' but has no end-of-turn model")
-            scorer = await asyncio.to_thread(self.family.turn_scorer)
+            scorer = await in_passing_thread(self.family.turn_scorer)
             score_turn = scorer.score
             self.metrics.watch_turn_scorer(scorer)
         score_text = None
         tp = cfg.turn_policy
         if detector in NEEDS_SCORER and tp.smart_turn_text_cues and tp.smart_turn_completion_threshold > 0 and \
                 self.family.text_turn_scorer is not None:
-            text_scorer = await asyncio.to_thread(self.family.text_turn_scorer)
+            text_scorer = await in_passing_thread(self.family.text_turn_scorer)
             score_text = text_scorer.score
             self.metrics.watch_turn_scorer(text_scorer, kind="text")
         deps = SessionDeps(
