@@ -111,3 +111,39 @@ def test_leading_whitespace_kept_on_first_segment() -> None:
     segs = segment_text("  " + "word " * 10)
     assert segs[0].startswith("  word")
     assert "".join(segs) == "  " + "word " * 10
+
+
+# ----------------------------------------------------------------------------- first_segment
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from app.backend.pipeline.segmenter import FIRST_SEGMENT_MIN_WORDS, first_segment  # noqa: E402
+
+
+@pytest.mark.parametrize("raw,expected", [
+    ("The capital of", None),  # "of" may still grow ("often"): not settled
+    ("The capital of France", "The capital of "),
+    ("Hi there! How", "Hi there! "),  # a clause end from the second word on closes it early
+    ("Yes, it", None),  # ... but not after one word
+    ("It's usually hot.", None),  # nothing after it yet: maybe the whole reply
+    ("It's usually hot. It", "It's usually hot. "),
+    ("Supercalifragilisticexpialidocious word", "Supercalifragilisticexpialidocious "),
+    ("One\nTwo three four five", None),  # only the first line is the reply
+])
+def test_first_segment_settles_once_the_next_word_begins(raw: str, expected: str | None) -> None:
+    assert first_segment(raw) == expected
+
+
+@given(st.lists(st.from_regex(r"[A-Za-z']{1,12}[,.!?]?", fullmatch=True), min_size=1, max_size=20),
+       st.integers(min_value=1, max_value=400))
+def test_a_settled_first_segment_is_a_prefix_of_every_continuation(words: list[str], cut: int) -> None:
+    text = " ".join(words)
+    seg = first_segment(text[:cut])
+    if seg is None:
+        return
+    assert (text + " ").startswith(seg), "the early segment must be where the final reply starts"
+    assert seg.endswith(" ") and len(seg.strip()) <= MAX_SEGMENT_CHARS or len(seg.split()) == 1
+    assert first_segment(text) == seg, "more text never moves a settled segment"
+    shorter = " ".join(seg.split()[:-1])
+    assert len(seg.split()) == 1 or len(shorter.split()) < FIRST_SEGMENT_MIN_WORDS or len(shorter) < 12 \
+        or shorter[-1] in ",.!?", "it closes at the first word where it may"

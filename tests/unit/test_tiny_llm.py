@@ -102,3 +102,21 @@ def test_invalid_params(llm: GemmaLlm) -> None:
         llm.generate(p, SamplingParams(max_tokens=0))
     with pytest.raises(ValueError):
         llm.generate(p, SamplingParams(top_p=0.0))
+
+
+@pytest.mark.parametrize("question", ["What is the capital of France?", "Tell me about the sea.",
+                                      "How long should I boil an egg?"])
+def test_a_streamed_reply_is_the_same_reply_and_grows_piece_by_piece(llm: GemmaLlm, question: str) -> None:
+    p = ThinkerPrompt(instructions="", user_text=question)
+    seen: list[str] = []
+    streamed = llm.generate_reply(p, SamplingParams(), on_text=lambda raw: seen.append(raw) or True)
+    assert streamed == llm.generate_reply(p, SamplingParams())
+    assert len(seen) >= 3 and all(b.startswith(a) for a, b in zip(seen, seen[1:], strict=False))
+    assert " ".join(seen[-1].split()).startswith(streamed.text[:-1])
+
+
+def test_on_text_returning_false_stops_the_generation(llm: GemmaLlm) -> None:
+    calls: list[str] = []
+    llm.generate_reply(ThinkerPrompt(instructions="", user_text="Tell me a long story about a dragon."),
+                       SamplingParams(max_tokens=40), on_text=lambda raw: calls.append(raw) or len(calls) < 2)
+    assert len(calls) == 2

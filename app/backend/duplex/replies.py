@@ -29,7 +29,6 @@ from app.backend.duplex.history import History
 from app.backend.duplex.playback import FinishedResponse, PlaybackLedger
 from app.backend.duplex.reply import Reply
 from app.backend.duplex.settings import SessionSettings
-from app.backend.pipeline.segmenter import segment_text
 from app.backend.pipeline.stages import SamplingParams, ThinkerPrompt, Turn
 from app.backend.pipeline.workers import (
     AudioChunk,
@@ -239,20 +238,21 @@ class ReplyRunner:
                                     max_tokens=min(settings.max_tokens or self._tcfg.max_reply_tokens,
                                                    self._tcfg.max_reply_tokens))
             prompt = ThinkerPrompt(settings.instructions, history, text, [seen] if seen else [])
-            generated = await pipe.generate_reply(r.ctx, prompt, params)
-            reply = generated.text.strip()
-            log.debug("session %s: %s generated at %.0f ms", self._id, r.response_id, (time.perf_counter() - t0) * 1e3)
-            segments = segment_text(reply) if reply else []
-            if self._settings().speech_out and segments:
-                async for chunk in pipe.speak(r.ctx, segments):
+            stream = pipe.stream_reply(r.ctx, prompt, params)  # segments as the Thinker writes them
+            if self._settings().speech_out:
+                async for chunk in pipe.speak(r.ctx, stream):
                     if chunk.index == 0:
                         log.debug("session %s: %s first speech at %.0f ms", self._id, r.response_id,
                                   (time.perf_counter() - t0) * 1e3)
                     await self._post(Posted(r, "chunk", chunk))
             else:
-                for i, seg in enumerate(segments):
-                    await self._post(Posted(r, "chunk", AudioChunk(i, seg, np.zeros(0, np.float32),
-                                                                   i == len(segments) - 1, 0.0)))
+                i = 0
+                async for seg, last in stream:
+                    await self._post(Posted(r, "chunk", AudioChunk(i, seg, np.zeros(0, np.float32), last, 0.0)))
+                    i += 1
+            generated = stream.reply
+            assert generated is not None
+            log.debug("session %s: %s generated at %.0f ms", self._id, r.response_id, (time.perf_counter() - t0) * 1e3)
             await self._post(Posted(r, "done", generated.finish_reason))
         except (RequestCancelled, asyncio.CancelledError):
             return
@@ -339,8 +339,9 @@ class ReplyRunner:
             self._emit(E.AudioDelta(epoch=r.epoch, response_id=r.response_id, audio=chunk.audio, sample_rate_hz=rate,
                                     audio_duration_ms=r.clock.sent_ms, text_chars=len(r.clock.text_sent),
                                     end_of_turn=end, session_id=self._id))
-            self._emit(E.TranscriptDelta(epoch=r.epoch, response_id=r.response_id, delta=chunk.text))
-        else:
+            if chunk.text:  # (the audio's held-back tail may come alone, with no text)
+                self._emit(E.TranscriptDelta(epoch=r.epoch, response_id=r.response_id, delta=chunk.text))
+        elif chunk.text:
             self._emit(E.TextDelta(epoch=r.epoch, response_id=r.response_id, delta=chunk.text))
         r.deltas += 1
 

@@ -92,3 +92,45 @@ def segment_text(text: str, max_chars: int = MAX_SEGMENT_CHARS) -> list[str]:
         i = j
     segments[0] = lead + segments[0]
     return segments
+
+
+FIRST_SEGMENT_MIN_WORDS: Final[int] = 3
+"""A streamed reply's first segment closes after this many words (or earlier, at a clause end)."""
+
+FIRST_SEGMENT_MIN_CHARS: Final[int] = 12
+"""... and once it has at least this many visible characters ("The capital of")."""
+
+
+def first_segment(raw: str, max_chars: int = MAX_SEGMENT_CHARS) -> str | None:
+    """The first segment of a reply still being written, once the streamed text settles it.
+
+    A short first segment lets the Talker and Code2Wav start while the Thinker writes the rest.
+    It closes after the first word that ends a clause (punctuation, see :func:`segment_text`) from
+    the second word on, or
+    after :data:`FIRST_SEGMENT_MIN_WORDS` words of :data:`FIRST_SEGMENT_MIN_CHARS` visible
+    characters, whichever comes first, and never past ``max_chars`` (one longer word alone is
+    kept whole). It is settled only once the next word has begun on the same line, so more of the
+    reply always follows it.
+
+    Args:
+        raw: the reply's raw text so far (any whitespace; only its first line counts).
+        max_chars: the segment budget (:data:`~app.constants.MAX_SEGMENT_CHARS`).
+
+    Returns:
+        The segment's words, single-spaced, with one trailing space (the convention of
+        :func:`segment_text`), or ``None`` while it is not settled.
+    """
+    line = raw.lstrip().split("\n", 1)[0]
+    words = line.split()
+    taken: list[str] = []
+    for word in words[:-1]:  # the last word may still be growing: never the segment's end
+        if taken and len(" ".join([*taken, word])) > max_chars:
+            break
+        taken.append(word)
+        text = " ".join(taken)
+        if (len(taken) >= 2 and _PUNCT_END_RE.search(word)) or \
+                (len(taken) >= FIRST_SEGMENT_MIN_WORDS and len(text) >= FIRST_SEGMENT_MIN_CHARS):
+            return text + " "
+    if taken and len(" ".join([*taken, words[len(taken)]])) > max_chars:
+        return " ".join(taken) + " "  # the budget is full: close here
+    return None

@@ -138,8 +138,14 @@ class Thinker(ABC):
     def generate(self, prompt: ThinkerPrompt, params: SamplingParams) -> str:
         """Write the assistant's reply to ``prompt`` (whole text, short)."""
 
-    def generate_reply(self, prompt: ThinkerPrompt, params: SamplingParams) -> GeneratedReply:
-        """:meth:`generate` with the reason it ended; a family that can tell ``max_tokens`` cuts overrides it."""
+    def generate_reply(self, prompt: ThinkerPrompt, params: SamplingParams,
+                       on_text: Callable[[str], bool] | None = None) -> GeneratedReply:
+        """:meth:`generate` with the reason it ended; a family that can tell ``max_tokens`` cuts overrides it.
+
+        ``on_text``: a family that streams calls ``on_text(raw_text_so_far)`` while it writes (in
+        the stage thread) and stops when it returns False; the returned reply is authoritative
+        (it may be trimmed). This default does not stream.
+        """
         return GeneratedReply(self.generate(prompt, params).strip())
 
 

@@ -28,7 +28,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from app.backend.metrics import EngineMetrics
+from app.backend.pipeline.reply_stream import EARLY_MIN_TOKENS, OnText, ReplyStream
 from app.backend.pipeline.stages import (
     Code2WavStream,
     GeneratedReply,
@@ -373,8 +374,8 @@ class Pipeline:
             return th.transcribe(arg)
         if kind == "read_image":
             return th.read_image(arg)
-        prompt, params = arg
-        return th.generate_reply(prompt, params)
+        prompt, params, on_text = arg
+        return th.generate_reply(prompt, params, on_text)
 
     def _talker_fn(self, text: str) -> np.ndarray:
         tokens = self.family.talker.synthesize(text)
@@ -403,32 +404,50 @@ class Pipeline:
 
     async def generate_reply(self, ctx: RequestContext, prompt: ThinkerPrompt, params: SamplingParams) -> GeneratedReply:
         """The assistant's reply to ``prompt`` and why it ended (``finish_reason`` ``stop`` | ``length``)."""
-        reply = await self.thinker.submit(ctx, ("generate", (prompt, params)))
+        return await self._generate(ctx, prompt, params, None)
+
+    async def _generate(self, ctx: RequestContext, prompt: ThinkerPrompt, params: SamplingParams,
+                        on_text: OnText | None) -> GeneratedReply:
+        reply = await self.thinker.submit(ctx, ("generate", (prompt, params, on_text)))
         self.metrics.tokens.labels("thinker").inc(max(1, len(reply.text) // 4))
         return reply
 
+    def stream_reply(self, ctx: RequestContext, prompt: ThinkerPrompt, params: SamplingParams) -> ReplyStream:
+        """The reply to ``prompt`` as text segments while the Thinker writes it (see :class:`ReplyStream`;
+        :meth:`speak` voices them as they come). Nothing runs until it is iterated."""
+        return ReplyStream(lambda on_text: self._generate(ctx, prompt, params, on_text),
+                           early=params.max_tokens >= EARLY_MIN_TOKENS, cancelled=lambda: ctx.cancelled)
+
     # -- Talker + Code2Wav --------------------------------------------------------------
-    async def speak(self, ctx: RequestContext, segments: Sequence[str]) -> AsyncIterator[AudioChunk]:
+    async def speak(self, ctx: RequestContext,
+                    segments: Sequence[str] | AsyncIterable[tuple[str, bool]]) -> AsyncIterator[AudioChunk]:
         """Stream speech for ``segments``, one :class:`AudioChunk` per segment, in order.
 
-        The Talker runs ahead of Code2Wav through a bounded connector (2 segments). Codec
-        tokens go to Code2Wav in chunks of ``codec_chunk_frames``; the last push of the
-        response is ``final`` so Code2Wav flushes its look-ahead.
+        ``segments`` is either the whole list of texts, or ``(text, last)`` pairs that arrive while
+        the reply is written (a :class:`ReplyStream`); a ``("", True)`` pair only closes the
+        stream (its chunk carries the held-back tail of the audio and no text). The Talker runs
+        ahead of Code2Wav through a bounded connector (2 segments). Codec tokens go to Code2Wav
+        in chunks of ``codec_chunk_frames``; the last push of the response is ``final`` so
+        Code2Wav flushes its look-ahead.
 
         Raises:
             RequestCancelled: ``ctx`` was cancelled.
             StageError: a stage failed.
         """
+        if isinstance(segments, Sequence):
+            segments = _pairs(list(segments))
         connector: asyncio.Queue[Any] = asyncio.Queue(maxsize=2)
         stream = self.family.code2wav.new_stream()
         rate = self.family.capabilities.output_sample_rate_hz
 
         async def talk() -> None:
             try:
-                for i, text in enumerate(segments):
+                i = 0
+                async for text, last in segments:
                     t0 = time.perf_counter()
-                    tokens = await self.talker.submit(ctx, text)
-                    await connector.put((i, text, tokens, time.perf_counter() - t0))
+                    tokens = await self.talker.submit(ctx, text) if text.strip() else np.zeros(0, np.int32)
+                    await connector.put((i, text, tokens, last, time.perf_counter() - t0))
+                    i += 1
             except (RequestCancelled, StageError) as exc:
                 await connector.put(exc)
                 return
@@ -436,18 +455,16 @@ class Pipeline:
 
         talker_task = asyncio.create_task(talk())
         try:
-            n = len(segments)
             while True:
                 got = await connector.get()
                 if got is None:
                     break
                 if isinstance(got, Exception):
                     raise got
-                i, text, tokens, talk_s = got
+                i, text, tokens, last_seg, talk_s = got
                 t0 = time.perf_counter()
                 pieces = []
                 step = self.codec_chunk_frames
-                last_seg = i == n - 1
                 starts = list(range(0, len(tokens), step)) or [0]
                 for j, s in enumerate(starts):
                     final = last_seg and j == len(starts) - 1
@@ -458,6 +475,8 @@ class Pipeline:
                     self.metrics.audio_s.inc(audio.size / rate)
                     self.metrics.rtf.observe(compute_s / (audio.size / rate))
                 yield AudioChunk(i, text, audio.astype(np.float32, copy=False), last_seg, compute_s)
+                if last_seg:
+                    break
         finally:
             if not talker_task.done():
                 talker_task.cancel()
@@ -465,3 +484,8 @@ class Pipeline:
                 await talker_task
             except (asyncio.CancelledError, RequestCancelled, StageError):
                 pass
+
+
+async def _pairs(texts: list[str]) -> AsyncIterator[tuple[str, bool]]:
+    for i, text in enumerate(texts):
+        yield text, i == len(texts) - 1

@@ -97,9 +97,11 @@ class TinyThinker(Thinker):
         """Short reply (<= ``max_reply_sentences`` sentences); see :class:`GemmaLlm`."""
         return self.llm.generate(prompt, params)
 
-    def generate_reply(self, prompt: ThinkerPrompt, params: SamplingParams) -> GeneratedReply:
-        """:meth:`generate` with its ``finish_reason`` (``length``: cut by ``max_tokens``, trimmed to a boundary)."""
-        return self.llm.generate_reply(prompt, params)
+    def generate_reply(self, prompt: ThinkerPrompt, params: SamplingParams,
+                       on_text: Callable[[str], bool] | None = None) -> GeneratedReply:
+        """:meth:`generate` with its ``finish_reason`` (``length``: cut by ``max_tokens``, trimmed to a
+        boundary); streamed through ``on_text`` when given (see :meth:`GemmaLlm.generate_reply`)."""
+        return self.llm.generate_reply(prompt, params, on_text)
 
     def vad_factory(self) -> SileroVad:
         """A fresh streaming VAD (own LSTM state and buffers, shared ONNX session).

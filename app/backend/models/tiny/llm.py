@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -351,7 +351,8 @@ class GemmaLlm:
         """:meth:`generate_reply`'s text."""
         return self.generate_reply(prompt, params).text
 
-    def generate_reply(self, prompt: ThinkerPrompt, params: SamplingParams) -> GeneratedReply:
+    def generate_reply(self, prompt: ThinkerPrompt, params: SamplingParams,
+                       on_text: Callable[[str], bool] | None = None) -> GeneratedReply:
         """Write a short reply, and say whether ``max_tokens`` cut it (see :func:`finish_reply`).
 
         Args:
@@ -359,6 +360,11 @@ class GemmaLlm:
             params: sampling (temperature 0 = greedy; ``top_k`` -1 = off; ``seed`` None =
                 unseeded, else the same prompt and params give the same reply);
                 ``repetition_penalty`` maps to llama.cpp ``repeat_penalty``.
+            on_text: when given, the completion is streamed: ``on_text(raw_so_far)`` is called
+                after every piece (in this thread; the raw text, before :func:`finish_reply`);
+                returning False stops the generation (the request was cancelled). Generation
+                also stops once the first line or the sentence cap is complete, since
+                :func:`shorten_reply` would drop the rest. The reply is the same as without it.
 
         Returns:
             The reply (<= ``max_sentences`` sentences, one line; ``""`` when both user text and
@@ -380,16 +386,29 @@ class GemmaLlm:
                 # rounding, which can flip a sampled token; a full re-evaluation makes seeded
                 # sampling reproducible (~0.2 s for the ~250-token prompt).
                 self._llm.reset()
-            out = self._llm.create_completion(
-                text,
-                max_tokens=params.max_tokens,
-                temperature=params.temperature,
-                top_p=params.top_p,
-                top_k=max(0, params.top_k),
-                min_p=0.0,
-                repeat_penalty=params.repetition_penalty,
-                seed=params.seed,
-                stop=list(STOP),
-            )
-        choice = out["choices"][0]
-        return finish_reply(choice["text"], choice.get("finish_reason") == "length", self.max_sentences)
+            kwargs = dict(max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p,
+                          top_k=max(0, params.top_k), min_p=0.0, repeat_penalty=params.repetition_penalty,
+                          seed=params.seed, stop=list(STOP))
+            if on_text is None:
+                choice = self._llm.create_completion(text, **kwargs)["choices"][0]
+                return finish_reply(choice["text"], choice.get("finish_reason") == "length", self.max_sentences)
+            raw, hit_max_tokens = "", False
+            pieces = self._llm.create_completion(text, stream=True, **kwargs)
+            try:
+                for piece in pieces:
+                    choice = piece["choices"][0]
+                    raw += choice["text"]
+                    hit_max_tokens = choice.get("finish_reason") == "length"
+                    if not on_text(raw) or self._past_what_is_kept(raw):
+                        break
+            finally:
+                pieces.close()  # (a generator left early must still release the context)
+        return finish_reply(raw, hit_max_tokens, self.max_sentences)
+
+    def _past_what_is_kept(self, raw: str) -> bool:
+        """Whether ``raw`` already runs past what :func:`shorten_reply` keeps: its first line is
+        complete and another has begun, or a sentence after the first ``max_sentences`` has begun."""
+        first_line, _, rest = raw.strip().partition("\n")
+        if rest.strip():
+            return True
+        return len(_SENTENCE_END.split(_one_line(first_line))) > self.max_sentences
