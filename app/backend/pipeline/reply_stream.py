@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
 
@@ -22,6 +23,12 @@ log = logging.getLogger(__name__)
 EARLY_MIN_TOKENS: Final[int] = 16
 """Below this ``max_tokens`` budget nothing is voiced early: a reply cut that short may be trimmed
 back past its first words (see ``finish_reply`` of the tiny Thinker)."""
+
+HOLD_FOR_FIRST_AUDIO_S: Final[float] = 0.3
+"""Once the first segment is settled the Thinker pauses (up to this long, s) until the Talker and
+Code2Wav have voiced it: on 2 cores the three would otherwise share them and the first audio
+would come later (measured in the server: first segment -> its audio 221 ms while the Thinker
+ran on, see BENCHMARKS.md). The rest of the reply is still due long before those words end."""
 
 OnText = Callable[[str], bool]
 """Called in the stage thread with the raw text so far; returns False to stop the generation."""
@@ -51,7 +58,12 @@ class ReplyStream:
         self._cancelled = cancelled
         self._raw = ""
         self._changed = asyncio.Event()
+        self._voiced = threading.Event()
         self.reply: GeneratedReply | None = None
+
+    def first_voiced(self) -> None:
+        """The first segment's audio is ready: the Thinker goes on (any thread)."""
+        self._voiced.set()
 
     def _offer(self, raw: str) -> None:
         self._raw = raw
@@ -62,6 +74,8 @@ class ReplyStream:
 
         def on_text(raw: str) -> bool:  # stage thread
             loop.call_soon_threadsafe(self._offer, raw)
+            if not self._voiced.is_set() and first_segment(raw) is not None:
+                self._voiced.wait(HOLD_FOR_FIRST_AUDIO_S)
             return not self._cancelled()
 
         task = asyncio.ensure_future(self._start(on_text if self._early else None))
@@ -74,6 +88,7 @@ class ReplyStream:
                 self._changed.clear()
                 first = first_segment(self._raw)
                 if first is not None:
+                    log.debug("first segment %r settled", first)
                     yield first, False
             reply = await task
         finally:

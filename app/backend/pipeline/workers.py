@@ -474,6 +474,8 @@ class Pipeline:
                 if audio.size:
                     self.metrics.audio_s.inc(audio.size / rate)
                     self.metrics.rtf.observe(compute_s / (audio.size / rate))
+                if i == 0 and isinstance(segments, ReplyStream):
+                    segments.first_voiced()
                 yield AudioChunk(i, text, audio.astype(np.float32, copy=False), last_seg, compute_s)
                 if last_seg:
                     break
