@@ -405,3 +405,29 @@ async def test_meaningful_overlap_is_answered_after_the_reply_and_a_backchannel_
     done1 = next(i for i, e in enumerate(ev) if e["type"] == "response.done" and e["response_id"] == first)
     assert len(stopped) == 2 and stopped[1] < done1
     assert [e["response_id"] for e in ev if e["type"] == "response.created"] == [first]  # "Yes." not answered
+
+
+async def test_with_the_transcript_a_short_stop_ends_the_reply_and_a_backchannel_does_not(make_server, speech_dir):
+    """The learned detector hands the router the overlap's transcript: "Wait, stop." (shorter than
+    overlap_short_ack_ms, and here no unit-boundary interrupt either: barge_in_ms is huge) ends the
+    reply as soon as its turn ends; "Yeah." is a listener response and the reply plays on."""
+    srv = make_server(turn_policy={"barge_in_ms": 60_000})
+    assert srv.engine.config.turn_policy.detector == "smart_turn"
+    story = espeak_wav("Tell me a story about a cat and a dog.", speech_dir / "story.wav", lead_s=0.3)
+    stop = espeak_wav("Wait, stop.", speech_dir / "wait_stop_bare.wav")
+    yeah = espeak_wav("Yeah.", speech_dir / "yeah_bare.wav")
+
+    ev, first = await _say_over_the_reply(srv.ws_url, story, stop)
+    assert_invariants(ev, "short_stop_overlap")
+    done1 = next(e for e in ev if e["type"] == "response.done" and e["response_id"] == first)
+    assert done1["response"]["status_details"]["reason"] == "user_overlap", done1
+    listen = next(e for e in ev[ev.index(done1):] if e["type"] == "response.listen")
+    assert listen["response_id"] == first
+    stopped = [i for i, e in enumerate(ev) if e["type"] == "input_audio_buffer.speech_stopped"]
+    assert len(stopped) >= 2 and stopped[1] < ev.index(done1)  # it ended at the overlap's end of turn
+
+    ev, first = await _say_over_the_reply(srv.ws_url, story, yeah)
+    assert_invariants(ev, "backchannel_overlap_with_transcript")
+    done1 = next(e for e in ev if e["type"] == "response.done" and e["response_id"] == first)
+    assert done1["response"]["status"] == "completed" and not done1["response"].get("status_details"), done1
+    assert [e["response_id"] for e in ev if e["type"] == "response.created"] == [first]

@@ -161,3 +161,31 @@ def test_a_score_answers_only_what_was_asked(cfg, say):
     with pytest.raises(RuntimeError):
         det.feed(silence(0.1))
     assert det.resolve(0.99)[0].kind == "end_of_turn" and det.last_outcome == "complete"
+
+
+def test_the_end_of_turn_carries_the_transcript_its_decision_read(cfg, say):
+    det = LearnedTurnDetector(SileroVad(), cfg)
+    audio = np.concatenate([silence(0.3), say("Wait, stop."), silence(1.0)])
+    det.feed(audio)
+    assert det.awaiting is not None
+    ends = det.resolve(0.99, "Wait, stop.", 0.9)
+    assert [s.kind for s in ends] == ["end_of_turn"] and ends[0].text == "Wait, stop."
+    # a commit (flush) ends a turn no check read: no transcript to hand on
+    det.reset()
+    det.feed(np.concatenate([silence(0.3), say("Yes")]))
+    flushed = det.flush()
+    assert flushed is not None and flushed.text is None
+
+
+@pytest.mark.parametrize("text,listener", [
+    ("Mm-hmm.", True), ("Yeah.", True), ("Okay.", True), ("Uh-huh.", True), ("I see.", True),
+    ("Yeah, right.", True), ("Mhm", True),
+    ("Wait, stop.", False), ("Stop.", False), ("No, no, stop.", False), ("Hold on a second.", False),
+    ("Okay, that's enough, thank you.", False), ("What time is it in Paris?", False),
+    ("Yeah yeah yeah yeah yeah", False),  # longer than a listener response
+    ("", False), ("...", False),
+])
+def test_a_backchannel_is_a_listener_response_and_nothing_else(text: str, listener: bool) -> None:
+    from app.backend.turns.text_cues import backchannel
+
+    assert backchannel(text) is listener

@@ -155,7 +155,8 @@ class DuplexSession:
                                     on_completed=lambda: self._router.promote_deferred(), transcribe=self._transcripts.transcribe)
         self._router = TurnRouter(session_id, self._tcfg, turns=self._turns, replies=self._replies, camera=self._camera,
                                   ledger=self._ledger, history=self._history, emit=self._emit,
-                                  epoch=lambda: self.epoch, settings=lambda: self.settings)
+                                  epoch=lambda: self.epoch, settings=lambda: self.settings,
+                                  unit=lambda: self._clock.unit_index)
 
     @property
     def epoch(self) -> int:

@@ -27,11 +27,12 @@ import numpy as np
 from app.backend.duplex.camera import Camera
 from app.backend.duplex.history import History
 from app.backend.duplex.playback import PlaybackLedger
-from app.backend.duplex.replies import ReplyRunner
+from app.backend.duplex.replies import ReplyRunner, meaningful
 from app.backend.duplex.settings import SessionSettings
 from app.backend.duplex.turn_tracker import TurnTracker
 from app.backend.protocol import events as E
 from app.backend.turns.detector import TurnSignal
+from app.backend.turns.text_cues import backchannel
 from app.constants import INPUT_SAMPLE_RATE_HZ
 
 log = logging.getLogger(__name__)
@@ -52,11 +53,13 @@ class TurnRouter:
         emit: sends one server event (the session's outbox).
         epoch: the current epoch (hard interrupts advance it).
         settings: the session's current :class:`~app.backend.duplex.settings.SessionSettings`.
+        unit: the unit in progress (``response.listen`` names it).
     """
 
     def __init__(self, session_id: str, turn_policy: Any, *, turns: TurnTracker, replies: ReplyRunner,
                  camera: Camera, ledger: PlaybackLedger, history: History, emit: Callable[[E.ServerEvent], None],
-                 epoch: Callable[[], int], settings: Callable[[], SessionSettings]) -> None:
+                 epoch: Callable[[], int], settings: Callable[[], SessionSettings],
+                 unit: Callable[[], int]) -> None:
         self._session_id = session_id
         self._tcfg = turn_policy
         self._resume_window = int(turn_policy.resume_window_ms) * INPUT_SAMPLE_RATE_HZ // 1000  # samples
@@ -68,6 +71,7 @@ class TurnRouter:
         self._emit = emit
         self._epoch = epoch
         self._settings = settings
+        self._unit = unit
 
     def cancel_reply(self, reason: str | None) -> None:
         """Hard interrupt of the reply in progress; an utterance deferred over it is dropped too."""
@@ -105,10 +109,7 @@ class TurnRouter:
         if r is not None and r.created:
             if sig.kind == "end_of_turn":
                 self._emit(E.SpeechStopped(epoch=self._epoch(), item_id=item_id, audio_end_ms=_ms(sig.at_sample)))
-                # an overlap the reply outlived: a short one (a backchannel) is acknowledged and
-                # dropped, a meaningful one is answered when the reply ends
-                if sig.speech_ms >= self._tcfg.overlap_short_ack_ms and self._settings().auto_response:
-                    self._turns.defer(item_id, self._turns.joined(utt))
+                self._overlap_ended(sig, item_id, utt)
             return
         log.debug("session %s: turn signal %s at %d", self._session_id, sig.kind, sig.at_sample)
         if sig.kind == "resumed":  # the pause was not the end: drop the speculative reply
@@ -138,6 +139,29 @@ class TurnRouter:
         if r is not None:  # a commit answers what the user just committed
             self.cancel_reply(None)
         replies.start(utt, item_id, drain=commit, boundary_passed=now, seen_text=self._camera.seen_text)
+
+    def _overlap_ended(self, sig: TurnSignal, item_id: str, utt: np.ndarray) -> None:
+        """An utterance said over the open reply ended before the reply did.
+
+        With its transcript (the learned detector's text cue): a listener response ("mm-hm",
+        "yeah", :func:`~app.backend.turns.text_cues.backchannel`) is acknowledged and dropped;
+        any other words ("wait, stop", a new question) take the turn: the reply ends now (a soft
+        interrupt, as at a unit boundary) and the words are answered. Without a transcript, the
+        length decides: a short one (a backchannel) is dropped, one of at least
+        ``overlap_short_ack_ms`` of speech is answered when the reply ends.
+        """
+        if sig.text is not None:
+            if not meaningful(sig.text) or backchannel(sig.text):
+                return
+            if self._settings().auto_response:
+                self._turns.defer(item_id, self._turns.joined(utt))
+            rid = self._replies.end_for_overlap()
+            self._emit(E.ResponseListen(epoch=self._epoch(), session_id=self._session_id, unit_index=self._unit(),
+                                        response_id=rid, reason="user_overlap"))
+            self.promote_deferred()
+            return
+        if sig.speech_ms >= self._tcfg.overlap_short_ack_ms and self._settings().auto_response:
+            self._turns.defer(item_id, self._turns.joined(utt))
 
     def _resume_turn(self, sig: TurnSignal) -> None:
         """The user went on right after a turn end, before any of the reply was heard: that end was

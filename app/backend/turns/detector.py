@@ -26,12 +26,15 @@ class TurnSignal:
         at_sample: position in the session's input audio, samples at 16 kHz.
         utterance: for ``pause`` and ``end_of_turn``, the utterance audio (float32 16 kHz, padded).
         speech_ms: for ``pause`` and ``end_of_turn``, how much of it the VAD judged speech, ms.
+        text: for ``end_of_turn``, the transcript of the utterance that the decision read (the
+            learned detector's text cue), else None.
     """
 
     kind: Literal["speech_started", "pause", "resumed", "end_of_turn"]
     at_sample: int
     utterance: np.ndarray | None = None
     speech_ms: float = 0.0
+    text: str | None = None
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ sample it was scored at.
 
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 from collections.abc import Sequence
 from typing import Any, Final
@@ -98,6 +100,7 @@ class LearnedTurnDetector(TurnDetector):
         self._awaiting: ScoreRequest | None = None
         self._held = 0
         self._pause_utterance: np.ndarray | None = None
+        self._text: str | None = None  # the transcript the last check read, for the end_of_turn signal
         self.last_outcome: str | None = None
         """How the last scored check or cap ended: ``complete``, ``incomplete``, ``failed``, ``cap``."""
 
@@ -143,6 +146,7 @@ class LearnedTurnDetector(TurnDetector):
                     self._check = 0
                     self._pause_utterance = None
                     self._words_go_on = False
+                    self._text = None
                 elif sig.kind == "pause":
                     self._pause_utterance = sig.utterance  # the same samples the speculative reply transcribes
                 signals.append(sig)
@@ -185,6 +189,7 @@ class LearnedTurnDetector(TurnDetector):
         if req is None:
             raise RuntimeError("no score is awaited")
         self._awaiting, self._held = None, 0
+        self._text = text if text is not None else self._text
         threshold = self._thresholds[req.check]
         self._words_go_on = text is not None and (
             unfinished(text) or (text_end is not None and text_end < self._completion_threshold))
@@ -205,17 +210,18 @@ class LearnedTurnDetector(TurnDetector):
         return []
 
     def flush(self) -> TurnSignal | None:
-        self._awaiting, self._held, self._check = None, 0, 0
+        self._awaiting, self._held, self._check, self._text = None, 0, 0, None
         return self._vad_turns.flush()
 
     def reset(self) -> None:
-        self._awaiting, self._held, self._check = None, 0, 0
+        self._awaiting, self._held, self._check, self._text = None, 0, 0, None
         self._vad_turns.reset()
 
     def _end(self) -> TurnSignal:
         self._check = 0
         self._words_go_on = False
         self._pause_utterance = None
+        text, self._text = self._text, None
         sig = self._vad_turns.flush()
         assert sig is not None  # only called while the user is in a turn
-        return sig
+        return dataclasses.replace(sig, text=text)

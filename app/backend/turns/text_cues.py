@@ -41,3 +41,33 @@ def ends_sentence(text: str) -> bool:
     """Whether ``text`` ends a sentence (``.``, ``?``, ``!``) on a content word."""
     t = text.strip()
     return bool(t) and t.endswith((".", "?", "!")) and not t.endswith("...") and not unfinished(t.rstrip(".?!"))
+
+
+BACKCHANNEL_WORDS: Final[frozenset[str]] = frozenset([
+    "mm", "mmm", "hm", "hmm", "mhm", "mm-hm", "mm-hmm", "uh-huh", "uh", "huh", "um", "ah", "oh", "ooh", "wow",
+    "yeah", "yes", "yep", "yup", "ya", "okay", "ok", "right", "sure", "alright", "cool", "nice", "great", "good",
+    "true", "exactly", "indeed", "totally", "absolutely", "interesting", "really"])
+"""Words a listener says to show they follow, not to take the turn (English listener responses;
+Whisper writes "mm-hm" as "Mm-hmm", "Mhm" or "Hmm")."""
+
+BACKCHANNEL_PHRASES: Final[tuple[str, ...]] = ("i see", "got it", "all right", "of course", "that's right",
+                                                "makes sense", "i know", "go on")
+"""Listener responses of more than one word."""
+
+BACKCHANNEL_MAX_WORDS: Final[int] = 4
+"""A longer utterance is not a backchannel, whatever its words."""
+
+
+def backchannel(text: str) -> bool:
+    """Whether ``text`` (a transcript of words said over the assistant's reply) is only a listener
+    response ("mm-hm", "yeah, right", "I see"), so the reply goes on; anything else takes the turn.
+
+    ``""`` and wordless text are not backchannels (they are not words at all; callers drop them).
+    """
+    t = " ".join(w.lower() for w in _WORD.findall(text))
+    words = t.split()
+    if not words or len(words) > BACKCHANNEL_MAX_WORDS:
+        return False
+    for phrase in BACKCHANNEL_PHRASES:
+        t = re.sub(rf"\b{re.escape(phrase)}\b", " ", t)
+    return all(w in BACKCHANNEL_WORDS for w in t.split())
