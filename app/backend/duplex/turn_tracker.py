@@ -154,6 +154,9 @@ class TurnTracker:
         self._score_calls += 1
         self._score_s += msg.seconds
         signals = self._detector.resolve(msg.probability, msg.text, msg.text_end)
+        log.debug("check %d at sample %d: p=%s text=%r text_end=%s -> %s (waited %.0f ms)", msg.request.check,
+                  msg.request.at_sample, msg.probability, msg.text, msg.text_end,
+                  getattr(self._detector, "last_outcome", None), msg.seconds * 1e3)
         if self._on_decision is not None:
             self._on_decision(getattr(self._detector, "last_outcome", None) or "unknown", msg.seconds)
         return signals

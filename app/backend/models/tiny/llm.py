@@ -40,7 +40,7 @@ from app.backend.models.tiny.cache import (
     cache_dir,
     ensure_generated,
 )
-from app.backend.models.tiny.runtime import DEFAULT_THREADS
+from app.backend.models.tiny.runtime import DEFAULT_THREADS, TURN_SCORING
 from app.backend.pipeline.stages import (
     GeneratedReply,
     SamplingParams,
@@ -96,6 +96,9 @@ def _without_amx_repack() -> Iterator[None]:
         finally:
             lc.llama_model_default_params = original
 
+
+YIELD_MAX_S: Final[float] = 0.25
+"""A streamed reply waits at most this long between two tokens for end-of-turn scores to finish."""
 
 DEFAULT_MAX_SENTENCES: Final[int] = 2
 """Replies are cut after this many sentences (spoken replies must be short)."""
@@ -396,6 +399,7 @@ class GemmaLlm:
             pieces = self._llm.create_completion(text, stream=True, **kwargs)
             try:
                 for piece in pieces:
+                    TURN_SCORING.yield_to(YIELD_MAX_S)  # an end-of-turn score waiting on the cores goes first
                     choice = piece["choices"][0]
                     raw += choice["text"]
                     hit_max_tokens = choice.get("finish_reason") == "length"

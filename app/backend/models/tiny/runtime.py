@@ -6,6 +6,9 @@ The reference machine has 2 CPU cores, so every session is capped at 1-2 intra-o
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -41,3 +44,40 @@ def ort_session(model: Path | str | bytes, threads: int = DEFAULT_THREADS):
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     src = model if isinstance(model, bytes) else str(model)
     return ort.InferenceSession(src, sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+class UrgentWork:
+    """Model calls that a turn decision waits for, ahead of a long call that can wait between pieces.
+
+    On 2 cores the end-of-turn scorers (Smart Turn, the text model) and the Thinker writing a
+    reply share the cores; the session holds its input until the score is back, so every
+    millisecond a score loses to the Thinker delays the end of the turn. Scorers run their calls
+    inside :meth:`running`; the Thinker calls :meth:`yield_to` between tokens and waits while any
+    such call runs. Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._running = 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Mark an urgent call for the duration of the ``with`` block."""
+        with self._cond:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running -= 1
+                if not self._running:
+                    self._cond.notify_all()
+
+    def yield_to(self, timeout_s: float) -> None:
+        """Wait (up to ``timeout_s`` seconds) until no urgent call runs; returns at once when none does."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._running == 0, timeout_s)
+
+
+TURN_SCORING: Final[UrgentWork] = UrgentWork()
+"""The process's end-of-turn scoring (see :class:`UrgentWork`)."""

@@ -65,6 +65,7 @@ from app.backend.models.tiny.cache import (
     verify_sha256,
 )
 from app.constants import INPUT_SAMPLE_RATE_HZ
+from app.backend.models.tiny.runtime import TURN_SCORING
 
 # --- Where the graph comes from ----------------------------------------------------------
 PIPECAT_REQUIREMENT: Final[str] = "pipecat-ai==1.14.0"
@@ -525,7 +526,8 @@ class SmartTurnScorer:
                 continue
             t0 = time.perf_counter()
             try:
-                probs = self._model.predict([r.clip for r in live])
+                with TURN_SCORING.running():  # the Thinker waits between its tokens meanwhile
+                    probs = self._model.predict([r.clip for r in live])
             except Exception as exc:  # noqa: BLE001 - handed to every waiting caller
                 with self._stats_lock:
                     self._failures += 1
