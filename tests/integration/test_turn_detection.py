@@ -117,8 +117,12 @@ async def test_the_text_model_holds_a_turn_whose_words_go_on_though_the_acoustic
     srv = make_server(turn_policy={"detector": "smart_turn", "resume_window_ms": 2500,
                                    "smart_turn_thresholds": [0.001, 0.001, 0.001, 0.001, 0.001]})
     pcm = ssml_pcm('What is the capital <break time="1500ms"/> of France?', speech_dir / "wrong_release.wav")
+    text_model = srv.engine.family.text_turn_scorer()  # (shared by every server of the test run)
+    calls_before = text_model.stats().calls
     ev = await _session(srv.ws_url, pcm, realtime=False)
     assert_invariants(ev, "smart_turn_text_model_hold")
+    # the checks of one pause read the same words: the text model scores them once (fragment, whole)
+    assert text_model.stats().calls - calls_before <= 2
     assert [e["type"] for e in ev].count("input_audio_buffer.speech_stopped") == 1, _turns(ev)
     assert [e["type"] for e in ev].count("response.created") == 1, types(ev)
     said = [e["transcript"] for e in ev if e["type"] == "conversation.item.input_audio_transcription.completed"]

@@ -85,6 +85,7 @@ class TurnTracker:
         self._held: tuple[str, np.ndarray] | None = None
         self._last_turn: tuple[str, np.ndarray, int] | None = None
         self._continuing: tuple[str, np.ndarray] | None = None
+        self._text_end: tuple[str, float] | None = None  # the last transcript's text score (checks share it)
 
     # ------------------------------------------------------------------ detection
     def feed(self, audio: np.ndarray) -> tuple[list[TurnSignal], int]:
@@ -139,12 +140,16 @@ class TurnTracker:
                 log.warning("transcript for the end-of-turn cue failed", exc_info=True)
         text_end = None
         if text and self._score_text is not None and any(c.isalnum() for c in text):
-            try:
-                text_end = await asyncio.wait_for(asyncio.wrap_future(self._score_text(text)), SCORE_TIMEOUT_S)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # no text score: the word cues and the acoustic score decide
-                log.warning("text end-of-turn score failed", exc_info=True)
+            if self._text_end is not None and self._text_end[0] == text:
+                text_end = self._text_end[1]  # a later check of the same pause: the words are the same
+            else:
+                try:
+                    text_end = await asyncio.wait_for(asyncio.wrap_future(self._score_text(text)), SCORE_TIMEOUT_S)
+                    self._text_end = (text, text_end)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # no text score: the word cues and the acoustic score decide
+                    log.warning("text end-of-turn score failed", exc_info=True)
         await self._post(Scored(req, p, time.perf_counter() - t0, text, text_end))
 
     def resolve(self, msg: Scored) -> list[TurnSignal]:
