@@ -189,3 +189,16 @@ def test_a_backchannel_is_a_listener_response_and_nothing_else(text: str, listen
     from app.backend.turns.text_cues import backchannel
 
     assert backchannel(text) is listener
+
+
+@pytest.mark.parametrize("heard,echo", [
+    ("The capital of France is Paris.", True),  # its own reply, back through the microphone
+    ("capital France", True),
+    ("Sorry, what is the capital of Spain?", False),  # the same topic, other words
+    ("Wait, stop.", False),
+    ("", False),
+])
+def test_the_reply_s_own_words_coming_back_are_an_echo(heard: str, echo: bool) -> None:
+    from app.backend.turns.text_cues import echoes
+
+    assert echoes(heard, "The capital of France is Paris. It is a big city.") is echo

@@ -32,7 +32,7 @@ from app.backend.duplex.settings import SessionSettings
 from app.backend.duplex.turn_tracker import TurnTracker
 from app.backend.protocol import events as E
 from app.backend.turns.detector import TurnSignal
-from app.backend.turns.text_cues import backchannel
+from app.backend.turns.text_cues import backchannel, echoes
 from app.constants import INPUT_SAMPLE_RATE_HZ
 
 log = logging.getLogger(__name__)
@@ -144,14 +144,16 @@ class TurnRouter:
         """An utterance said over the open reply ended before the reply did.
 
         With its transcript (the learned detector's text cue): a listener response ("mm-hm",
-        "yeah", :func:`~app.backend.turns.text_cues.backchannel`) is acknowledged and dropped;
+        "yeah", :func:`~app.backend.turns.text_cues.backchannel`) is acknowledged and dropped, and so
+        are the reply's own words coming back (:func:`~app.backend.turns.text_cues.echoes`);
         any other words ("wait, stop", a new question) take the turn: the reply ends now (a soft
         interrupt, as at a unit boundary) and the words are answered. Without a transcript, the
         length decides: a short one (a backchannel) is dropped, one of at least
         ``overlap_short_ack_ms`` of speech is answered when the reply ends.
         """
         if sig.text is not None:
-            if not meaningful(sig.text) or backchannel(sig.text):
+            r = self._replies.active
+            if not meaningful(sig.text) or backchannel(sig.text) or (r is not None and echoes(sig.text, r.clock.text_sent)):
                 return
             if self._settings().auto_response:
                 self._turns.defer(item_id, self._turns.joined(utt))

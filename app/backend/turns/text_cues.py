@@ -71,3 +71,23 @@ def backchannel(text: str) -> bool:
     for phrase in BACKCHANNEL_PHRASES:
         t = re.sub(rf"\b{re.escape(phrase)}\b", " ", t)
     return all(w in BACKCHANNEL_WORDS for w in t.split())
+
+
+ECHO_WORD_SHARE: Final[float] = 0.6
+"""An overlap whose content words are at least this share words the assistant has just said is
+taken for its own voice coming back through the microphone."""
+
+
+def echoes(text: str, said: str) -> bool:
+    """Whether ``text`` (heard over the assistant's reply) is mostly the assistant's own words
+    ``said`` (its reply's transcript so far): its voice leaking back into the microphone past the
+    echo gate, which must not end the reply.
+
+    ``""`` or wordless ``text`` does not echo anything.
+    """
+    words = [w.lower() for w in _WORD.findall(text)]
+    heard = [w for w in words if w not in DANGLING_WORDS] or words  # content words decide ("the", "is" do not)
+    if not heard:
+        return False
+    own = {w.lower() for w in _WORD.findall(said)}
+    return sum(w in own for w in heard) >= ECHO_WORD_SHARE * len(heard)
