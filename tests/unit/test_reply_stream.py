@@ -79,3 +79,36 @@ def test_a_cancelled_request_stops_the_writing() -> None:
 
     asyncio.run(main())
     assert sum(line.startswith("wrote") for line in log) < len(pieces)
+
+
+def test_the_writer_waits_for_the_first_words_to_be_voiced_only_when_someone_voices_them() -> None:
+    import time
+
+    text = "The capital of France is Paris, a city on the Seine."
+    pieces = ["The", " capital", " of", " France", " is", " Paris,"]
+
+    async def run(voice: bool) -> float:
+        stream = ReplyStream(_threaded_writer(pieces, text), early=True, cancelled=lambda: False)
+        if voice:
+            stream.will_voice()  # ... and never calls first_voiced(): the writer waits out the hold
+        t0 = time.perf_counter()
+        async for _seg, _last in stream:
+            pass
+        return time.perf_counter() - t0
+
+    assert asyncio.run(run(voice=False)) < 0.2
+    assert asyncio.run(run(voice=True)) >= 0.25
+
+
+def _threaded_writer(pieces: list[str], final: str):
+    """Like :func:`_writer`, but writing in a thread, as the Thinker's stage does (on_text may block)."""
+    async def start(on_text):
+        def write() -> GeneratedReply:
+            raw = ""
+            for piece in pieces:
+                raw += piece
+                if on_text is not None and not on_text(raw):
+                    break
+            return GeneratedReply(final)
+        return await asyncio.to_thread(write)
+    return start

@@ -59,7 +59,13 @@ class ReplyStream:
         self._raw = ""
         self._changed = asyncio.Event()
         self._voiced = threading.Event()
+        self._will_voice = False
         self.reply: GeneratedReply | None = None
+
+    def will_voice(self) -> None:
+        """The consumer voices the segments and calls :meth:`first_voiced`: the Thinker may wait for it
+        (a text-only consumer never calls this, so its Thinker never waits)."""
+        self._will_voice = True
 
     def first_voiced(self) -> None:
         """The first segment's audio is ready: the Thinker goes on (any thread)."""
@@ -74,7 +80,7 @@ class ReplyStream:
 
         def on_text(raw: str) -> bool:  # stage thread
             loop.call_soon_threadsafe(self._offer, raw)
-            if not self._voiced.is_set() and first_segment(raw) is not None:
+            if self._will_voice and not self._voiced.is_set() and first_segment(raw) is not None:
                 self._voiced.wait(HOLD_FOR_FIRST_AUDIO_S)
             return not self._cancelled()
 

@@ -436,6 +436,8 @@ class Pipeline:
         """
         if isinstance(segments, Sequence):
             segments = _pairs(list(segments))
+        elif isinstance(segments, ReplyStream):
+            segments.will_voice()
         connector: asyncio.Queue[Any] = asyncio.Queue(maxsize=2)
         stream = self.family.code2wav.new_stream()
         rate = self.family.capabilities.output_sample_rate_hz
