@@ -94,6 +94,8 @@ def _parse_request(raw: bytes) -> M.ChatCompletionRequest:
         obj = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise bad_request(f"Request body is not valid JSON: {exc}", code="invalid_json") from exc
+    except RecursionError:  # e.g. 100k nested '[': json's C parser gives up on the stack depth
+        raise bad_request("Request body is not valid JSON: nested too deeply", code="invalid_json") from None
     if not isinstance(obj, dict):
         raise bad_request("Request body must be a JSON object", code="invalid_request")
     try:
@@ -279,6 +281,8 @@ async def _forward_chat(request: Request, engine: Any) -> Response:
         body = json.loads(raw)
     except ValueError as exc:
         return _error_response(bad_request(f"Request body is not valid JSON: {exc}", code="invalid_json"))
+    except RecursionError:
+        return _error_response(bad_request("Request body is not valid JSON: nested too deeply", code="invalid_json"))
     if not isinstance(body, dict):
         return _error_response(bad_request("Request body must be a JSON object", code="invalid_request"))
     status, headers, chunks = await engine.forward_chat(body, body.get("stream") is True)

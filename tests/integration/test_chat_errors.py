@@ -75,6 +75,7 @@ BAD_REQUESTS = {
     "empty messages": ({"messages": []}, 400, "invalid_request", "messages", None),
     "no messages key": ({"model": "x"}, 400, "invalid_request", "messages", None),
     "invalid json": (b"{not json", 400, "invalid_json", None, None),
+    "json nested too deeply": (b"[" * 100_000 + b"]" * 100_000, 400, "invalid_json", None, "nested too deeply"),
     "body not an object": (b"[1, 2]", 400, "invalid_request", None, None),
     "unknown part type": (user({"type": "hologram", "hologram": {}}), 400, "unsupported_content_part",
                           f"{P0}.type", "Unsupported content part type"),
