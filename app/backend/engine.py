@@ -6,7 +6,6 @@ deploy config's ``model_family``; everything after loading branches on capabilit
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import logging
 import time

@@ -5,8 +5,14 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from app.backend.pipeline.segmenter import segment_text
+from app.backend.pipeline.segmenter import (
+    FIRST_SEGMENT_MIN_WORDS,
+    first_segment,
+    segment_text,
+)
 from app.constants import MAX_SEGMENT_CHARS
 
 SAMPLES = [
@@ -114,11 +120,6 @@ def test_leading_whitespace_kept_on_first_segment() -> None:
 
 
 # ----------------------------------------------------------------------------- first_segment
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from app.backend.pipeline.segmenter import FIRST_SEGMENT_MIN_WORDS, first_segment  # noqa: E402
-
 
 @pytest.mark.parametrize("raw,expected", [
     ("The capital of", None),  # "of" may still grow ("often"): not settled

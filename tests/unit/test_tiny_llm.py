@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from app.backend.models.tiny.llm import (
@@ -111,7 +113,7 @@ def test_a_streamed_reply_is_the_same_reply_and_grows_piece_by_piece(llm: GemmaL
     seen: list[str] = []
     streamed = llm.generate_reply(p, SamplingParams(), on_text=lambda raw: seen.append(raw) or True)
     assert streamed == llm.generate_reply(p, SamplingParams())
-    assert len(seen) >= 3 and all(b.startswith(a) for a, b in zip(seen, seen[1:], strict=False))
+    assert len(seen) >= 3 and all(b.startswith(a) for a, b in itertools.pairwise(seen))
     assert " ".join(seen[-1].split()).startswith(streamed.text[:-1])
 
 

@@ -36,7 +36,6 @@ sample it was scored at.
 from __future__ import annotations
 
 import dataclasses
-
 import itertools
 from collections.abc import Sequence
 from typing import Any, Final

@@ -42,7 +42,12 @@ from app.backend.pipeline.stages import (
     Thinker,
     ThinkerPrompt,
 )
-from app.constants import ALLOWED_UNIT_MS, DEFAULT_INSTRUCTIONS, INPUT_SAMPLE_RATE_HZ, OUTPUT_SAMPLE_RATE_HZ
+from app.constants import (
+    ALLOWED_UNIT_MS,
+    DEFAULT_INSTRUCTIONS,
+    INPUT_SAMPLE_RATE_HZ,
+    OUTPUT_SAMPLE_RATE_HZ,
+)
 
 log = logging.getLogger(__name__)
 

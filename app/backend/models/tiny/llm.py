@@ -389,9 +389,9 @@ class GemmaLlm:
                 # rounding, which can flip a sampled token; a full re-evaluation makes seeded
                 # sampling reproducible (~0.2 s for the ~250-token prompt).
                 self._llm.reset()
-            kwargs = dict(max_tokens=params.max_tokens, temperature=params.temperature, top_p=params.top_p,
-                          top_k=max(0, params.top_k), min_p=0.0, repeat_penalty=params.repetition_penalty,
-                          seed=params.seed, stop=list(STOP))
+            kwargs = {"max_tokens": params.max_tokens, "temperature": params.temperature, "top_p": params.top_p,
+                      "top_k": max(0, params.top_k), "min_p": 0.0, "repeat_penalty": params.repetition_penalty,
+                      "seed": params.seed, "stop": list(STOP)}
             if on_text is None:
                 choice = self._llm.create_completion(text, **kwargs)["choices"][0]
                 return finish_reply(choice["text"], choice.get("finish_reason") == "length", self.max_sentences)

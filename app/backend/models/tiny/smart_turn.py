@@ -64,8 +64,8 @@ from app.backend.models.tiny.cache import (
     repo_root,
     verify_sha256,
 )
-from app.constants import INPUT_SAMPLE_RATE_HZ
 from app.backend.models.tiny.runtime import TURN_SCORING
+from app.constants import INPUT_SAMPLE_RATE_HZ
 
 # --- Where the graph comes from ----------------------------------------------------------
 PIPECAT_REQUIREMENT: Final[str] = "pipecat-ai==1.14.0"
