@@ -41,8 +41,8 @@ def test_the_first_segment_comes_before_the_reply_is_done_and_the_segments_join_
     pieces = ["The", " capital", " of", " France", " is", " Paris,", " a", " city", " on", " the", " Seine."]
     stream = ReplyStream(_writer(pieces, text, log), early=True, cancelled=lambda: False)
     out = asyncio.run(_collect(stream, log))
-    assert out[0] == ("The capital of ", False)
-    assert log.index("segment 'The capital of '") < log.index("done")
+    assert out[0] == ("The capital of France ", False)
+    assert log.index("segment 'The capital of France '") < log.index("done")
     assert "".join(s for s, _ in out) == text and out[-1][1] and not any(last for _, last in out[:-1])
     assert stream.reply == GeneratedReply(text)
 

@@ -122,10 +122,10 @@ def test_leading_whitespace_kept_on_first_segment() -> None:
 # ----------------------------------------------------------------------------- first_segment
 
 @pytest.mark.parametrize("raw,expected", [
-    ("The capital of", None),  # "of" may still grow ("often"): not settled
-    ("The capital of France", "The capital of "),
-    ("Hi there! How", "Hi there! "),  # a clause end from the second word on closes it early
-    ("Yes, it", None),  # ... but not after one word
+    ("The capital of France", None),  # "France" may still grow ("Frances"): not settled
+    ("The capital of France is", "The capital of France "),
+    ("Hi there, my friend! How", "Hi there, my friend! "),  # a clause end from the third word on closes it
+    ("Hi there! How", None),  # ... not before (too little speech to cover the rest's voicing)
     ("It's usually hot.", None),  # nothing after it yet: maybe the whole reply
     ("It's usually hot. It", "It's usually hot. "),
     ("Supercalifragilisticexpialidocious word", "Supercalifragilisticexpialidocious "),
@@ -146,5 +146,5 @@ def test_a_settled_first_segment_is_a_prefix_of_every_continuation(words: list[s
     assert seg.endswith(" ") and len(seg.strip()) <= MAX_SEGMENT_CHARS or len(seg.split()) == 1
     assert first_segment(text) == seg, "more text never moves a settled segment"
     shorter = " ".join(seg.split()[:-1])
-    assert len(seg.split()) == 1 or len(shorter.split()) < FIRST_SEGMENT_MIN_WORDS or len(shorter) < 12 \
+    assert len(seg.split()) == 1 or len(shorter.split()) < FIRST_SEGMENT_MIN_WORDS or len(shorter) < FIRST_SEGMENT_MIN_CHARS \
         or shorter[-1] in ",.!?", "it closes at the first word where it may"

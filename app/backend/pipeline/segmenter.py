@@ -94,11 +94,14 @@ def segment_text(text: str, max_chars: int = MAX_SEGMENT_CHARS) -> list[str]:
     return segments
 
 
-FIRST_SEGMENT_MIN_WORDS: Final[int] = 3
+FIRST_SEGMENT_MIN_WORDS: Final[int] = 4
 """A streamed reply's first segment closes after this many words (or earlier, at a clause end)."""
 
-FIRST_SEGMENT_MIN_CHARS: Final[int] = 12
-"""... and once it has at least this many visible characters ("The capital of")."""
+FIRST_SEGMENT_MIN_CHARS: Final[int] = 18
+"""... and once it has at least this many visible characters ("The capital of France", ~1.2 s of
+speech). Its audio must last until the rest of the reply is voiced: with 3 words / 12 characters
+(~0.7 s, less the Code2Wav look-ahead held back for the next segment) a loaded 2-core machine
+left an audible gap before the second segment (the page's barge-in E2E test caught it)."""
 
 
 def first_segment(raw: str, max_chars: int = MAX_SEGMENT_CHARS) -> str | None:
@@ -106,7 +109,7 @@ def first_segment(raw: str, max_chars: int = MAX_SEGMENT_CHARS) -> str | None:
 
     A short first segment lets the Talker and Code2Wav start while the Thinker writes the rest.
     It closes after the first word that ends a clause (punctuation, see :func:`segment_text`) from
-    the second word on, or
+    the third word on, or
     after :data:`FIRST_SEGMENT_MIN_WORDS` words of :data:`FIRST_SEGMENT_MIN_CHARS` visible
     characters, whichever comes first, and never past ``max_chars`` (one longer word alone is
     kept whole). It is settled only once the next word has begun on the same line, so more of the
@@ -128,7 +131,7 @@ def first_segment(raw: str, max_chars: int = MAX_SEGMENT_CHARS) -> str | None:
             break
         taken.append(word)
         text = " ".join(taken)
-        if (len(taken) >= 2 and _PUNCT_END_RE.search(word)) or \
+        if (len(taken) >= 3 and _PUNCT_END_RE.search(word)) or \
                 (len(taken) >= FIRST_SEGMENT_MIN_WORDS and len(text) >= FIRST_SEGMENT_MIN_CHARS):
             return text + " "
     if taken and len(" ".join([*taken, words[len(taken)]])) > max_chars:
