@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.backend.pipeline.segmenter import (
+    FIRST_SEGMENT_MIN_CHARS,
     FIRST_SEGMENT_MIN_WORDS,
     first_segment,
     segment_text,
