@@ -100,6 +100,24 @@ def test_the_writer_waits_for_the_first_words_to_be_voiced_only_when_someone_voi
     assert asyncio.run(run(voice=True)) >= 0.25
 
 
+def test_the_writer_waits_out_the_hold_once_per_reply_not_once_per_token() -> None:
+    import time
+
+    pieces = ["The", " capital", " of", " France", " is", " Paris,", " a", " city", " on", " the", " river",
+              " Seine,", " and", " it", " is", " lovely."]
+    text = "".join(pieces)
+
+    async def run() -> float:
+        stream = ReplyStream(_threaded_writer(pieces, text), early=True, cancelled=lambda: False)
+        stream.will_voice()  # never voiced: a Talker slower than the hold
+        t0 = time.perf_counter()
+        async for _seg, _last in stream:
+            pass
+        return time.perf_counter() - t0
+
+    assert asyncio.run(run()) < 1.0  # one 0.3 s hold; one per token would be 12 x 0.3 s
+
+
 def _threaded_writer(pieces: list[str], final: str):
     """Like :func:`_writer`, but writing in a thread, as the Thinker's stage does (on_text may block)."""
     async def start(on_text):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
 
@@ -60,6 +61,8 @@ class ReplyStream:
         self._changed = asyncio.Event()
         self._voiced = threading.Event()
         self._will_voice = False
+        self._generation: asyncio.Future[GeneratedReply] | None = None
+        self._generated = asyncio.Event()
         self.reply: GeneratedReply | None = None
 
     def will_voice(self) -> None:
@@ -71,6 +74,16 @@ class ReplyStream:
         """The first segment's audio is ready: the Thinker goes on (any thread)."""
         self._voiced.set()
 
+    async def final_reply(self) -> GeneratedReply | None:
+        """The final reply as soon as the Thinker has ended (its last segments may still be being
+        voiced); None when the generation failed or was cancelled (the iteration raises why).
+        It waits until the iteration has begun and the generation ended."""
+        await self._generated.wait()
+        gen = self._generation
+        if gen is None or gen.cancelled() or gen.exception() is not None:
+            return None
+        return gen.result()
+
     def _offer(self, raw: str) -> None:
         self._raw = raw
         self._changed.set()
@@ -78,13 +91,20 @@ class ReplyStream:
     async def __aiter__(self) -> AsyncIterator[tuple[str, bool]]:
         loop = asyncio.get_running_loop()
 
+        hold_until: float | None = None  # one hold per reply, not one per token
+
         def on_text(raw: str) -> bool:  # stage thread
+            nonlocal hold_until
             loop.call_soon_threadsafe(self._offer, raw)
             if self._will_voice and not self._voiced.is_set() and first_segment(raw) is not None:
-                self._voiced.wait(HOLD_FOR_FIRST_AUDIO_S)
+                if hold_until is None:
+                    hold_until = time.monotonic() + HOLD_FOR_FIRST_AUDIO_S
+                self._voiced.wait(max(0.0, hold_until - time.monotonic()))
             return not self._cancelled()
 
         task = asyncio.ensure_future(self._start(on_text if self._early else None))
+        self._generation = task
+        task.add_done_callback(lambda _t: self._generated.set())
         first: str | None = None
         try:
             while self._early and first is None and not task.done():
