@@ -577,10 +577,10 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                         line.text = heard + "…"
                         v.touch()
         elif isinstance(ev, E.UnitMetrics):
-            since = self._user_speaking_since
-            if since is not None and self.settings.overlap_policy == "listen_only" and self.playback.is_playing(now) \
-                    and now - since >= self._barge_in_s:
-                self.flush_output(None)  # soft interrupt at the unit boundary, as the session does
+            since, rid = self._user_speaking_since, self.playback.playing_response(now)
+            if since is not None and self.settings.overlap_policy == "listen_only" and rid in self._done_ok \
+                    and now - since >= self._barge_in_s:  # (the session decides for the reply it still has open)
+                self.flush_output(rid)  # soft interrupt at the unit boundary of a reply only playing here
             v.unit_compute_ms = float(ev.compute_ms)
             v.context_tokens = int(ev.context_tokens)
             v.max_context_tokens = int(ev.max_context_tokens)

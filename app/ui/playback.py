@@ -133,6 +133,12 @@ class Playback:
         """Response ids with audio still waiting."""
         return {s.response_id for s in self._segments if s.pos < s.audio.size}
 
+    def playing_response(self, now: float) -> str | None:
+        """The response heard now: the one whose released audio still plays, else the next queued."""
+        if self._last_released is not None and now < self._play_end:
+            return self._last_released
+        return self._segments[0].response_id if self._segments else None
+
     def playing_until(self) -> float:
         """Monotonic time at which the released speech will have played out."""
         return self._play_end

@@ -51,7 +51,7 @@ from app.backend.duplex.replies import Posted, ReplyRunner
 from app.backend.duplex.settings import SessionSettings, apply_update
 from app.backend.duplex.transcripts import TranscriptCache
 from app.backend.duplex.turn_router import TurnRouter
-from app.backend.duplex.turn_tracker import Scored, TurnTracker
+from app.backend.duplex.turn_tracker import OverlapHeard, Scored, TurnTracker
 from app.backend.metrics import EngineMetrics
 from app.backend.pipeline.stages import Turn
 from app.backend.pipeline.workers import Pipeline
@@ -309,6 +309,8 @@ class DuplexSession:
         self._rec.command(msg)  # a client command (internal posts are ignored), in the order it takes effect
         if isinstance(msg, Scored):
             self._on_scored(msg)
+        elif isinstance(msg, OverlapHeard):
+            self._on_overlap_heard(msg)
         elif isinstance(msg, Posted):
             self._replies.on_posted(msg)
         elif isinstance(msg, Seen):
@@ -400,6 +402,16 @@ class DuplexSession:
         """A model score is back: apply its decision at its sample, then the input held meanwhile."""
         for sig in self._turns.resolve(msg):
             self._router.on_signal(sig)
+        self._release_held()
+
+    def _on_overlap_heard(self, msg: OverlapHeard) -> None:
+        """The words said over the reply at the last boundary are back: decide, then the held input."""
+        if not self._turns.overlap_heard(msg):
+            return
+        self._router.overlap_heard(msg.text, self._clock.unit_index - 1)  # (the unit that boundary closed)
+        self._release_held()
+
+    def _release_held(self) -> None:
         held, self._held_audio = self._held_audio, None
         if held is not None and held.size:
             self._feed_audio(held)
@@ -473,11 +485,9 @@ class DuplexSession:
         frames = self._camera.take_unit_frames()
         r = self._replies.active
         decision = "listen"
-        if r is not None and r.created and self._turns.speaking_for(self._tcfg.barge_in_ms):
-            rid = self._replies.end_for_overlap()
-            self._emit(E.ResponseListen(epoch=self.epoch, session_id=self.id, unit_index=k, response_id=rid,
-                                        reason="user_overlap"))
-            self._router.promote_deferred()
+        if r is not None and r.created and self._turns.speaking_for(self._tcfg.barge_in_ms) \
+                and self._router.overlap_at_boundary(k, self._clock.samples):
+            pass  # a soft interrupt: the reply ended
         elif r is not None:
             speak, listen_due = self._replies.at_unit_boundary()
             if speak:

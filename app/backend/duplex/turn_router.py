@@ -9,8 +9,11 @@ about it, through the session's :class:`~app.backend.duplex.replies.ReplyRunner`
   or at the next unit boundary;
 * the user going on right after a wrong end of turn (within ``turn_policy.resume_window_ms``) drops
   the reply to the fragment, and the next reply answers fragment + rest;
-* speech over a reply: a barge-in (``overlap_policy: barge_in_on_speech``) cancels it; otherwise the
-  utterance said over it is deferred and answered when the reply ends (:meth:`promote_deferred`).
+* speech over a reply: a barge-in (``overlap_policy: barge_in_on_speech``) cancels it; otherwise
+  ``barge_in_ms`` of it at a unit boundary ends the reply (a soft interrupt), unless its words, where
+  the detector reads them, are only a listener response ("mm-hm", "yeah"), noise or the reply's own
+  echo; the utterance said over it is deferred and answered when the reply ends
+  (:meth:`promote_deferred`); a listener response is never answered.
 
 It owns no state of its own: the tracker, the runner, the playback ledger and the history own theirs;
 the session hands it their references and small callables (``emit``, ``epoch``, ``settings``).
@@ -93,7 +96,7 @@ class TurnRouter:
                 # interrupt, or an echo that must not stop it); the words join the fragment's when answered
                 item = self._turns.continue_turn()
             else:
-                item = self._turns.start_item()
+                item = self._turns.start_item(over_reply=replies.active_response_id is not None)
             self._emit(E.SpeechStarted(epoch=self._epoch(), item_id=item, audio_start_ms=_ms(sig.at_sample)))
             self._camera.maybe_read(force=True)
             rid = replies.active_response_id
@@ -125,6 +128,11 @@ class TurnRouter:
                 replies.start(utt, item_id, drain=False, confirmed=False, seen_text=self._camera.seen_text)
             return
         self._emit(E.SpeechStopped(epoch=self._epoch(), item_id=item_id, audio_end_ms=_ms(sig.at_sample)))
+        if not commit and sig.text is not None and self._turns.began_over_reply and self._only_listening(sig.text, ""):
+            # "yeah, okay" said over a reply that has ended meanwhile: acknowledged, not answered
+            if r is not None and not r.confirmed:
+                self.cancel_reply(None)
+            return
         self._turns.note_turn_end(item_id, utt, sig.at_sample)
         if not self._settings().auto_response:
             self._turns.hold(item_id, utt)
@@ -140,6 +148,44 @@ class TurnRouter:
             self.cancel_reply(None)
         replies.start(utt, item_id, drain=commit, boundary_passed=now, seen_text=self._camera.seen_text)
 
+    def overlap_at_boundary(self, unit_index: int, at_sample: int) -> bool:
+        """A unit boundary passed while the user has spoken at least ``barge_in_ms`` over the open
+        reply. When the words can be read (:attr:`TurnTracker.reads_words`) they are transcribed
+        first (the input is held meanwhile, so the decision stays at this boundary's sample) and
+        :meth:`overlap_heard` decides; otherwise the reply ends now (a soft interrupt).
+
+        Returns:
+            True when the reply ended now; False while its words are read (it goes on meanwhile).
+        """
+        if self._turns.read_overlap(at_sample):
+            log.debug("session %s: reading the words over the reply at %d", self._session_id, at_sample)
+            return False
+        self._end_for_overlap(unit_index)
+        return True
+
+    def overlap_heard(self, text: str | None, unit_index: int) -> None:
+        """The words said over the reply at a boundary: a listener response, noise or the reply's own
+        words coming back leave the reply playing; other words (or unread ones, ``None``) end it."""
+        r = self._replies.active
+        log.debug("session %s: heard %r over the reply (%s)", self._session_id, text, r and r.created)
+        if r is None or not r.created:
+            return  # it ended meanwhile
+        if text is not None and self._only_listening(text, r.clock.text_sent):
+            log.debug("session %s: %r over the reply is not a barge-in", self._session_id, text)
+            return
+        self._end_for_overlap(unit_index)
+
+    @staticmethod
+    def _only_listening(text: str, reply_text: str) -> bool:
+        """Words over a reply that do not take the turn: no words, a backchannel, or an echo."""
+        return not meaningful(text) or backchannel(text) or echoes(text, reply_text)
+
+    def _end_for_overlap(self, unit_index: int) -> None:
+        rid = self._replies.end_for_overlap()
+        self._emit(E.ResponseListen(epoch=self._epoch(), session_id=self._session_id, unit_index=unit_index,
+                                    response_id=rid, reason="user_overlap"))
+        self.promote_deferred()
+
     def _overlap_ended(self, sig: TurnSignal, item_id: str, utt: np.ndarray) -> None:
         """An utterance said over the open reply ended before the reply did.
 
@@ -153,14 +199,11 @@ class TurnRouter:
         """
         if sig.text is not None:
             r = self._replies.active
-            if not meaningful(sig.text) or backchannel(sig.text) or (r is not None and echoes(sig.text, r.clock.text_sent)):
+            if r is None or self._only_listening(sig.text, r.clock.text_sent):
                 return
             if self._settings().auto_response:
                 self._turns.defer(item_id, self._turns.joined(utt))
-            rid = self._replies.end_for_overlap()
-            self._emit(E.ResponseListen(epoch=self._epoch(), session_id=self._session_id, unit_index=self._unit(),
-                                        response_id=rid, reason="user_overlap"))
-            self.promote_deferred()
+            self._end_for_overlap(self._unit())
             return
         if sig.speech_ms >= self._tcfg.overlap_short_ack_ms and self._settings().auto_response:
             self._turns.defer(item_id, self._turns.joined(utt))

@@ -43,6 +43,19 @@ class Scored:
     text_end: float | None = None
 
 
+@dataclass
+class OverlapHeard:
+    """Posted to the session when the words said over a reply (at a unit boundary) are transcribed.
+
+    Attributes:
+        at_sample: the input sample of the boundary they were asked at (identifies the request).
+        text: the transcript, or None (the transcription failed or timed out).
+    """
+
+    at_sample: int
+    text: str | None
+
+
 def new_item_id() -> str:
     """A fresh conversation item id (``item_<16 hex>``)."""
     return f"item_{uuid.uuid4().hex[:16]}"
@@ -86,6 +99,8 @@ class TurnTracker:
         self._last_turn: tuple[str, np.ndarray, int] | None = None
         self._continuing: tuple[str, np.ndarray] | None = None
         self._text_end: tuple[str, float] | None = None  # the last transcript's text score (checks share it)
+        self._overlap_at: int | None = None  # the boundary sample whose overlap words are being read
+        self._item_over_reply = False
 
     # ------------------------------------------------------------------ detection
     def feed(self, audio: np.ndarray) -> tuple[list[TurnSignal], int]:
@@ -109,8 +124,49 @@ class TurnTracker:
 
     @property
     def waiting(self) -> bool:
-        """Whether the detector waits for a model score (the session then holds its input)."""
-        return self._detector.awaiting is not None
+        """Whether the detector waits for a model score, or the session for the words said over a
+        reply (:meth:`read_overlap`); the session then holds its input."""
+        return self._detector.awaiting is not None or self._overlap_at is not None
+
+    @property
+    def reads_words(self) -> bool:
+        """Whether the words said over a reply can be read (:meth:`read_overlap`): the detector
+        reads transcripts and the session transcribes."""
+        return self._detector.reads_words and self._transcribe is not None and self._spawn is not None \
+            and self._post is not None
+
+    def read_overlap(self, at_sample: int) -> bool:
+        """Transcribe the utterance in progress (said over a reply), to decide at input sample
+        ``at_sample`` whether it takes the turn; an :class:`OverlapHeard` is posted back and
+        :attr:`waiting` holds the input until :meth:`overlap_heard`.
+
+        Returns:
+            False when there is nothing to read (not :attr:`reads_words`, or the user is silent).
+        """
+        utt = self._detector.current_utterance() if self.reads_words else None
+        if utt is None or not utt.size:
+            return False
+        self._overlap_at = at_sample
+        self._spawn(self._run_overlap(at_sample, utt))
+        return True
+
+    async def _run_overlap(self, at_sample: int, utterance: np.ndarray) -> None:
+        assert self._transcribe is not None and self._post is not None
+        text: str | None = None
+        try:
+            text = await asyncio.wait_for(self._transcribe(utterance), SCORE_TIMEOUT_S)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # unread words count as a barge-in, as before words were read
+            log.warning("transcript of the words said over the reply failed", exc_info=True)
+        await self._post(OverlapHeard(at_sample, text))
+
+    def overlap_heard(self, msg: OverlapHeard) -> bool:
+        """The words of :meth:`read_overlap` are back; False for a stale message (dropped)."""
+        if msg.at_sample != self._overlap_at:
+            return False
+        self._overlap_at = None
+        return True
 
     def _request(self, req: ScoreRequest) -> None:
         if self._score is None or self._spawn is None or self._post is None:
@@ -194,10 +250,16 @@ class TurnTracker:
         return self._detector.user_speaking and self._detector.current_speech_ms >= min_ms
 
     # ------------------------------------------------------------------ items
-    def start_item(self) -> str:
-        """Speech started: a new user item; returns its id."""
+    def start_item(self, *, over_reply: bool = False) -> str:
+        """Speech started (``over_reply``: while a reply was open): a new user item; returns its id."""
         self._item = new_item_id()
+        self._item_over_reply = over_reply
         return self._item
+
+    @property
+    def began_over_reply(self) -> bool:
+        """Whether the utterance in progress began while a reply was open (:meth:`start_item`)."""
+        return self._item_over_reply
 
     def current_item(self) -> str:
         """The id of the item being spoken (a fresh id when speech was never reported)."""
@@ -226,6 +288,7 @@ class TurnTracker:
         item_id, utterance, _ = self._last_turn
         self._continuing = (item_id, utterance)
         self._last_turn = None
+        self._item_over_reply = False
         self._item = item_id
         return item_id
 

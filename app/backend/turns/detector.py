@@ -96,6 +96,16 @@ class TurnDetector(ABC):
         """How long to wait for a slow speaker: 1 = the default, 2 = twice as long (no-op by default)."""
 
     @property
+    def reads_words(self) -> bool:
+        """Whether this detector's decisions read the transcript (its score requests carry the
+        utterance); the session then reads the words said over a reply too (False by default)."""
+        return False
+
+    def current_utterance(self) -> np.ndarray | None:
+        """The utterance in progress, float32 16 kHz (None when the user is silent or unknown)."""
+        return None
+
+    @property
     @abstractmethod
     def user_speaking(self) -> bool:
         """True while the user is mid-utterance."""

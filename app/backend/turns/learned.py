@@ -120,6 +120,13 @@ class LearnedTurnDetector(TurnDetector):
     def held_back(self) -> int:
         return self._held
 
+    @property
+    def reads_words(self) -> bool:
+        return self._text_cues
+
+    def current_utterance(self) -> np.ndarray | None:
+        return self._vad_turns.current_utterance()
+
     def set_patience(self, patience: float) -> None:
         lo, hi = PATIENCE_RANGE
         self._patience = min(max(float(patience), lo), hi)
