@@ -179,7 +179,9 @@ def test_the_end_of_turn_carries_the_transcript_its_decision_read(cfg, say):
 
 @pytest.mark.parametrize("text,listener", [
     ("Mm-hmm.", True), ("Yeah.", True), ("Okay.", True), ("Uh-huh.", True), ("I see.", True),
-    ("Yeah, right.", True), ("Mhm", True),
+    ("Yeah, right.", True), ("Mhm", True), ("Yeah, okay, mm-hmm.", True),
+    ("Okay, mm-tham.", True),  # Whisper base's spelling of espeak's "mm-hmm"
+    ("Mmm, stop.", False), ("Hmm, what?", False),
     ("Wait, stop.", False), ("Stop.", False), ("No, no, stop.", False), ("Hold on a second.", False),
     ("Okay, that's enough, thank you.", False), ("What time is it in Paris?", False),
     ("Yeah yeah yeah yeah yeah", False),  # longer than a listener response

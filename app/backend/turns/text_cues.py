@@ -54,6 +54,11 @@ BACKCHANNEL_PHRASES: Final[tuple[str, ...]] = ("i see", "got it", "all right", "
                                                 "makes sense", "i know", "go on")
 """Listener responses of more than one word."""
 
+_HYPHENATED_WORD = re.compile(r"[A-Za-z']+(?:-[A-Za-z']+)*")
+
+_HUM = re.compile(r"^(?:m{2,}|mh+m+|hm+|uh|ah)(?:-[a-z]+)?$")
+"""A hum, as Whisper spells it, and its misspellings that begin with one ("mm-hmm", "mm-tham", "mhmm")."""
+
 BACKCHANNEL_MAX_WORDS: Final[int] = 4
 """A longer utterance is not a backchannel, whatever its words."""
 
@@ -64,13 +69,13 @@ def backchannel(text: str) -> bool:
 
     ``""`` and wordless text are not backchannels (they are not words at all; callers drop them).
     """
-    t = " ".join(w.lower() for w in _WORD.findall(text))
+    t = " ".join(w.lower() for w in _HYPHENATED_WORD.findall(text))
     words = t.split()
     if not words or len(words) > BACKCHANNEL_MAX_WORDS:
         return False
     for phrase in BACKCHANNEL_PHRASES:
         t = re.sub(rf"\b{re.escape(phrase)}\b", " ", t)
-    return all(w in BACKCHANNEL_WORDS for w in t.split())
+    return all(w in BACKCHANNEL_WORDS or _HUM.match(w) for w in t.split())
 
 
 ECHO_WORD_SHARE: Final[float] = 0.6
