@@ -18,6 +18,8 @@
 //  * Texts in English or Simplified Chinese from the browser language (elements with data-i18n).
 //  * A second click on FastRTC's start button while it is still connecting is ignored (it would
 //    open a second connection); closing the page closes its WebRTC connections (pagehide).
+//  * No mic or camera stays live once a call ends (Stop, refusal, lost connection, pagehide): see
+//    "media: every track ends with the call" below.
 //  * window.__omni: {webrtcId, alerts, phases, gumAt, ignoredClicks, lang, levels} for tests.
 (() => {
   if (window.__omniPageHooks) return;
@@ -177,7 +179,7 @@
   }
   async function startCall() {
     if (call !== "idle") return;
-    userStopped = false; refused = false; clearCountdown();
+    userStopped = false; refused = false; afterCall = false; clearCountdown();
     call = "connecting";
     setState("connecting");
     const camera = !!($("omni-camera") && $("omni-camera").checked && visionOn());
@@ -197,10 +199,15 @@
       go = await waitFor(() => { const x = button(); return x && !/Stop/.test(x.textContent) && x; }, 5000);
     }
     if (!go) { call = "idle"; setState("error"); banner(t("failed")); return; }
-    go.click();
+    // the component's own getUserMedia at the end of the last call must settle first (it would
+    // replace the stream of this Start), and the camera component's stream needs live tracks
+    await waitFor(() => pendingGum === 0, 5000);
+    if (camera && !(await refillCamera())) return;
+    if (call !== "connecting") return;
+    (button() || go).click();
   }
   function stopCall() {
-    userStopped = true; reconnecting = false; reconnects = 0;
+    userStopped = true; reconnecting = false; reconnects = 0; afterCall = true;
     for (const root of [comp(activeCamera), comp(!activeCamera)]) {
       const b = root && (root.querySelector("button[aria-label='stop stream']") ||
                          [...root.querySelectorAll("button")].find((x) => /^\s*Stop\s*$/.test(x.textContent)));
@@ -211,7 +218,8 @@
     setState("idle");
   }
   function ended() {
-    call = "idle"; currentPc = null; micTracks.length = 0; stopMeters(); stopUnits(); muted = false; syncMute();
+    call = "idle"; afterCall = true; currentPc = null; releaseMedia(); stopMeters(); stopUnits(); muted = false;
+    syncMute();
   }
   S.startCall = startCall;
   S.stopCall = stopCall;
@@ -235,14 +243,55 @@
     if (out.video && prefs.cam) out.video = Object.assign({}, out.video === true ? {} : out.video, { deviceId: { exact: prefs.cam } });
     return out;
   }
+
+  // ------------------------------------------------------------------ media: every track ends with the call
+  // FastRTC's components ask for the mic (and camera) again when their connection ends, and nothing
+  // stops what they get: the audio component at its Stop (to stay "mic accessed"), the video
+  // component at Stop, on a dropped connection and on end_stream (for its preview). The audio
+  // component also drops, unstopped, the stream of "Click to Access" when Start asks anew. So the
+  // browser went on recording after Stop. Here every stream handed out is remembered; one asked for
+  // while a call is live or after it ended (until the next Start) is stopped as it arrives, and all
+  // are stopped when the call ends (ended(), pagehide). The video component sends, at its next
+  // Start, the stream it got at the end of the last call: refillCamera() puts fresh tracks in it.
+  const given = [];        // streams handed out since the last release
+  let pendingGum = 0;      // getUserMedia calls not settled yet
+  let afterCall = false;   // a call ended (or Stop was pressed) and no Start since
+  let lastVideo = null;    // {stream, constraints}: the newest stream with a camera track (the video component's)
+  function releaseMedia() {
+    for (const stream of given.splice(0)) for (const tr of stream.getTracks()) tr.stop();
+    micTracks.length = 0;
+  }
+  async function refillCamera() {
+    const held = lastVideo;
+    if (!held || !held.stream.getTracks().some((tr) => tr.readyState === "ended")) return true;
+    let fresh = null;
+    try {
+      fresh = await navigator.mediaDevices.getUserMedia(held.constraints);  // (through every wrapper: meters, barge-in)
+    } catch (_) {
+      return false;  // (the wrapper below has said why)
+    }
+    for (const tr of held.stream.getTracks()) held.stream.removeTrack(tr);
+    for (const tr of fresh.getTracks()) held.stream.addTrack(tr);
+    lastVideo = held;
+    return true;
+  }
   const md = navigator.mediaDevices;
   if (md && md.getUserMedia) {
     const orig = md.getUserMedia.bind(md);
     md.getUserMedia = async function (constraints) {
       S.gumAsked = (S.gumAsked || []).concat([{ audio: !!(constraints && constraints.audio), video: !!(constraints && constraints.video) }]);
+      const unwanted = call === "live" || afterCall;  // FastRTC's own request at (or after) the end of a call
+      pendingGum += 1;
       try {
         const stream = await orig(withDevices(constraints));
         if (S.gumAt === undefined) S.gumAt = performance.now();
+        if (stream.getVideoTracks().length) lastVideo = { stream: stream, constraints: constraints };
+        if (unwanted) {
+          for (const tr of stream.getTracks()) tr.stop();
+          S.stoppedOnArrival = (S.stoppedOnArrival || 0) + 1;
+          return stream;
+        }
+        given.push(stream);
         for (const tr of stream.getAudioTracks()) { micTracks.push(tr); tr.enabled = !muted; }
         listDevices();
         return stream;
@@ -254,6 +303,8 @@
         if (key === "missing" && (prefs.mic || prefs.cam)) { setPref("mic", ""); setPref("cam", ""); }  // a device gone
         if (key) { banner(t(key)); call = "idle"; setState("error"); }
         throw e;
+      } finally {
+        pendingGum -= 1;
       }
     };
   } else {
@@ -421,9 +472,10 @@
       return ch;
     };
     window.addEventListener("pagehide", () => {
-      userStopped = true;
+      userStopped = true; afterCall = true;
       for (const pc of pcs) { try { pc.close(); } catch (_) {} }
       pcs.clear();
+      releaseMedia();
     });
   }
 
