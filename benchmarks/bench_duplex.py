@@ -273,16 +273,6 @@ async def run_latency_pair(url: str, baseline_url: str, n: int,
     return ours, base
 
 
-def _tree_rev(tree: str) -> str | None:
-    import subprocess
-
-    try:
-        return subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 # --------------------------------------------------------------------------- (b) concurrency
 def build_session_audio(inputs: list[dict[str, Any]], index: int, k: int, seconds: float) -> tuple[bytes, list[dict]]:
     """``seconds`` of audio: a question every SLOT_S s, shifted by ``index * SLOT_S / k`` s."""
@@ -621,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                                                       "HEAD")}
                 result["latency"]["1000-baseline"] = {
                     "server": base.command, "deploy_overrides": {}, "n": n, "samples": sbase,
-                    "git": _tree_rev(args.baseline_tree),
+                    "git": C.tree_commit(args.baseline_tree),
                     "pairing": "samples alternate between the two servers (order swapped every pair), same inputs"}
             elif "a" in parts and 1000 in units:
                 s1000 = asyncio.run(run_latency(srv.base_url, 1000, n, inputs))

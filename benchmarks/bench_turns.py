@@ -854,6 +854,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, choices=(0, 1), default=1, help="one unmeasured dialogue per server first")
     p.add_argument("--fresh", action="store_true", help="drop rows of other detectors from an existing turns.json")
     p.add_argument("--dataset-root", type=Path, default=None)
+    p.add_argument("--baseline-tree", type=Path, default=None,
+                   help="another checkout (e.g. a git worktree of an older commit): each detector also runs on a "
+                        "server of that tree, interleaved, labelled '<detector> <its commit>'")
     args = p.parse_args(argv)
     per_cat = args.per_category or (3 if args.quick else 30)
     cats = [x.strip() for x in args.categories.split(",") if x.strip()]
@@ -864,8 +867,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--detector and --detectors are exclusive")
     names: list[str | None] = ([None if x.strip() in ("", "default") else x.strip() for x in args.detectors.split(",")]
                                if args.detectors else [args.detector])
-    if args.server_url and len(names) > 1:
-        p.error("--server-url runs one detector (the server's own)")
+    if args.server_url and (len(names) > 1 or args.baseline_tree):
+        p.error("--server-url runs one detector (the server's own), with no baseline")
     t_bench = time.monotonic()
     result = C.base_result("turns", "Duplex behaviour: turn-taking on a generated dialogue set", "turn-taking",
                            quick=args.quick)
@@ -891,11 +894,18 @@ def main(argv: list[str] | None = None) -> int:
     servers: list[C.ServerProcess] = []
     notes: list[str] = []
     try:
-        for name in names:
+        base = C.tree_commit(args.baseline_tree) if args.baseline_tree else None
+        runs: list[tuple[str | None, Path | None]] = [(name, None) for name in names]
+        if args.baseline_tree:
+            runs = [run for name in names for run in ((name, args.baseline_tree), (name, None))]
+        for name, tree in runs:
             label = args.label if (args.server_url and args.label) else (name or "default")
+            if tree is not None:
+                label = f"{label} {base or tree.name}"
             overrides = {"turn_policy": {"detector": name, **DETECTOR_EXTRA.get(name, {})}} if name else {}
             tg: dict[str, Any] = {"label": label, "detector": name, "deploy_overrides": overrides, "records": [],
-                                  "failed": [], "url": None, "server": None, "error": None}
+                                  "failed": [], "url": None, "server": None, "error": None,
+                                  "git": base if tree is not None else None}
             if args.server_url:
                 tg["url"] = args.server_url
                 tg["server"] = f"external: {args.server_url}"
@@ -904,7 +914,7 @@ def main(argv: list[str] | None = None) -> int:
                 tg["deploy_overrides"] = None
             else:
                 cfg = C.write_deploy_yaml(overrides) if overrides else None
-                srv = C.ServerProcess(deploy_config=cfg)
+                srv = C.ServerProcess(deploy_config=cfg, tree=tree)
                 try:
                     ready = srv.start()
                     servers.append(srv)
@@ -930,7 +940,7 @@ def main(argv: list[str] | None = None) -> int:
                      "server": tg["server"], "error": tg["error"], "ready_s": tg.get("ready_s"), "pace": args.pace,
                      "warmup": tg.get("warmup"),
                      "started_at": tg_started, "finished_at": C.now_iso(),
-                     "git_commit": result["versions"]["git_commit"],
+                     "git_commit": tg.get("git") or result["versions"]["git_commit"],
                      "loadavg_1_5_15_at_start": result["machine"]["loadavg_1_5_15_at_start"],
                      "summary": summ, "failed": tg["failed"], "dialogues": recs})
     # merge with an earlier file on the same dataset: one row per label

@@ -127,6 +127,16 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip()
 
 
+def tree_commit(tree: Path | str) -> str | None:
+    """The short commit checked out in another checkout ``tree`` (a baseline), or None."""
+    try:
+        out = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
 def versions() -> dict[str, Any]:
     """Python, key package versions (``None`` = not installed) and our git commit."""
     pkgs: dict[str, str | None] = {}

@@ -6,15 +6,13 @@ ASR of audio parts, reading of images and video frames, the reply, and its speec
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.backend.pipeline.reply_stream import ReplyStream
+from app.backend.pipeline.segmenter import segment_text
 from app.backend.pipeline.stages import SamplingParams, ThinkerPrompt, Turn
 from app.backend.pipeline.workers import AudioChunk, Pipeline, RequestContext
 from app.constants import DEFAULT_INSTRUCTIONS
@@ -80,51 +78,10 @@ async def run_chat(
     if not user_text and not seen:
         raise EmptyPrompt("No text prompt found in messages (no text, no intelligible speech, no readable image)")
     prompt = ThinkerPrompt(inp.instructions, list(inp.history), user_text or "What do you see?", seen)
-    if not speech:
-        reply = await pipeline.generate_reply(ctx, prompt, params)
-        yield ReplyText(reply.text.strip(), user_text, seen, time.perf_counter() - t0, reply.finish_reason)
-        return
-    # Speech starts while the Thinker writes (its first words are voiced early, see ReplyStream);
-    # the text is still yielded whole and first, as vLLM-Omni sends one aggregated text chunk.
-    stream = pipeline.stream_reply(ctx, prompt, params)
-    voiced: asyncio.Queue[AudioChunk | Exception | None] = asyncio.Queue()
-    voicing = asyncio.create_task(_voice(pipeline, ctx, stream, voiced))
-    try:
-        final = asyncio.ensure_future(stream.final_reply())
-        await asyncio.wait({final, voicing}, return_when=asyncio.FIRST_COMPLETED)
-        reply = final.result() if final.done() else stream.reply  # voiced to the end: the reply is set
-        final.cancel()
-        if reply is None:
-            raise await _failure(voicing, voiced)
-        yield ReplyText(reply.text.strip(), user_text, seen, time.perf_counter() - t0, reply.finish_reason)
-        while (item := await voiced.get()) is not None:
-            if isinstance(item, Exception):
-                raise item
-            yield item
-    finally:
-        if not voicing.done():
-            voicing.cancel()
-        with contextlib.suppress(BaseException):
-            await voicing
-
-
-async def _voice(pipeline: Pipeline, ctx: RequestContext, stream: ReplyStream,
-                 out: asyncio.Queue[AudioChunk | Exception | None]) -> None:
-    """Voice ``stream`` into ``out``: its audio chunks, then None (or the error that ended it)."""
-    try:
-        async for chunk in pipeline.speak(ctx, stream):
-            out.put_nowait(chunk)
-    except Exception as exc:  # noqa: BLE001 - handed to the consumer, which raises it
-        out.put_nowait(exc)
-        return
-    out.put_nowait(None)
-
-
-async def _failure(voicing: asyncio.Task[None], voiced: asyncio.Queue[AudioChunk | Exception | None]) -> Exception:
-    """Why a reply ended without its text: the error the voicing task ended with."""
-    await asyncio.wait({voicing})
-    while not voiced.empty():
-        item = voiced.get_nowait()
-        if isinstance(item, Exception):
-            return item
-    return RuntimeError("the reply ended without its text")
+    reply = await pipeline.generate_reply(ctx, prompt, params)
+    text = reply.text.strip()
+    yield ReplyText(text, user_text, seen, time.perf_counter() - t0, reply.finish_reason)
+    segments = segment_text(text) if text else []
+    if speech and segments:
+        async for chunk in pipeline.speak(ctx, segments):
+            yield chunk

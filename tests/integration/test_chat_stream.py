@@ -127,15 +127,14 @@ def test_stream_bad_input_is_a_plain_400(server, model) -> None:
 
 @pytest.fixture
 def slow_talker(server, monkeypatch):
-    """Wrap the live server's Talker so each segment takes >= 1 s and calls are counted (the reply's
-    text is final well before its first segment is voiced, so a hang-up at the text comes first)."""
+    """Wrap the live server's Talker so each segment takes >= 0.5 s and calls are counted."""
     worker = server.engine.pipeline.talker
     real = worker._fn
     calls: list[str] = []
 
     def slow(text):
         calls.append(text)
-        time.sleep(1.0)
+        time.sleep(0.5)
         return real(text)
 
     monkeypatch.setattr(worker, "_fn", slow)
@@ -161,9 +160,9 @@ def test_stream_client_disconnect_cancels_the_stages(server, model, slow_talker)
             if line.startswith("data: ") and '"content":"' in line and '"role"' not in line:
                 break  # the reply text arrived: hang up before any audio
     wait_for_cancelled(server.base_url, before)
-    time.sleep(2.2)  # long enough for the Talker to have voiced every other segment
-    # only the first segment, voiced while the Thinker wrote, reached the Talker; its second never did
-    assert len(slow_talker) == 1, slow_talker
+    time.sleep(1.2)  # long enough for the Talker to have voiced every other segment
+    # at most the segment already in the Talker ran (none when the hang-up beat its first submit)
+    assert len(slow_talker) <= 1, slow_talker
     assert_serves(server.base_url)
 
 
@@ -173,6 +172,6 @@ def test_non_streaming_client_disconnect_cancels_the_stages(server, model, slow_
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(server.base_url + "/v1/chat/completions", json=body, timeout=httpx.Timeout(10, read=0.3))
     wait_for_cancelled(server.base_url, before)
-    time.sleep(2.2)
+    time.sleep(1.2)
     assert len(slow_talker) <= 1, slow_talker
     assert_serves(server.base_url)

@@ -61,8 +61,6 @@ class ReplyStream:
         self._changed = asyncio.Event()
         self._voiced = threading.Event()
         self._will_voice = False
-        self._generation: asyncio.Future[GeneratedReply] | None = None
-        self._generated = asyncio.Event()
         self.reply: GeneratedReply | None = None
 
     def will_voice(self) -> None:
@@ -73,16 +71,6 @@ class ReplyStream:
     def first_voiced(self) -> None:
         """The first segment's audio is ready: the Thinker goes on (any thread)."""
         self._voiced.set()
-
-    async def final_reply(self) -> GeneratedReply | None:
-        """The final reply as soon as the Thinker has ended (its last segments may still be being
-        voiced); None when the generation failed or was cancelled (the iteration raises why).
-        It waits until the iteration has begun and the generation ended."""
-        await self._generated.wait()
-        gen = self._generation
-        if gen is None or gen.cancelled() or gen.exception() is not None:
-            return None
-        return gen.result()
 
     def _offer(self, raw: str) -> None:
         self._raw = raw
@@ -103,8 +91,6 @@ class ReplyStream:
             return not self._cancelled()
 
         task = asyncio.ensure_future(self._start(on_text if self._early else None))
-        self._generation = task
-        task.add_done_callback(lambda _t: self._generated.set())
         first: str | None = None
         try:
             while self._early and first is None and not task.done():
