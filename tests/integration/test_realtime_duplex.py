@@ -448,3 +448,19 @@ async def test_a_listener_response_over_the_reply_does_not_stop_it_and_is_not_an
     done1 = next(e for e in ev if e["type"] == "response.done" and e["response_id"] == first)
     assert done1["response"]["status"] == "completed" and not done1["response"].get("status_details"), done1
     assert [e["response_id"] for e in ev if e["type"] == "response.created"] == [first]
+
+
+async def test_words_that_begin_like_a_listener_response_are_read_again_as_they_go_on(make_server, speech_dir):
+    """"Okay, that's enough, thank you." reads "Okay," at the first boundary (a listener response):
+    the session reads the words again after each further barge_in_ms of speech, and ends the reply
+    as soon as they take the turn, while it still plays (not only at the utterance's end)."""
+    srv = make_server(turn_policy={})
+    story = espeak_wav("Tell me a story about a cat and a dog.", speech_dir / "story.wav", lead_s=0.3)
+    enough = espeak_wav("Okay, that's enough, thank you.", speech_dir / "okay_enough_bare.wav")
+
+    ev, first = await _say_over_the_reply(srv.ws_url, story, enough)
+    assert_invariants(ev, "listener_start_then_stop")
+    done1 = next(e for e in ev if e["type"] == "response.done" and e["response_id"] == first)
+    assert done1["response"]["status_details"]["reason"] == "user_overlap", done1
+    stopped = [i for i, e in enumerate(ev) if e["type"] == "input_audio_buffer.speech_stopped"]
+    assert len(stopped) >= 2 and ev.index(done1) < stopped[1], "it ended only when the words did"

@@ -394,6 +394,8 @@ class DuplexSession:
                 self._router.on_signal(sig)
             if clock.samples >= boundary:
                 self._close_unit()
+            elif self._turns.overlap_read_due(self._tcfg.barge_in_ms) and self._replies.active_response_id:
+                self._router.overlap_at_boundary(clock.unit_index, clock.samples)  # the words went on: again
             if self._turns.waiting:
                 self._held_audio = audio[pos:]
                 return
@@ -408,10 +410,12 @@ class DuplexSession:
         """The words said over the reply at the last boundary are back: decide, then the held input."""
         if not self._turns.overlap_heard(msg):
             return
-        self._router.overlap_heard(msg.text, self._clock.unit_index - 1)  # (the unit that boundary closed)
+        self._router.overlap_heard(msg.text, msg.unit_index)
         self._release_held()
 
     def _release_held(self) -> None:
+        if self._turns.waiting:
+            return  # (a score and the words over a reply were both out: the input waits for the other)
         held, self._held_audio = self._held_audio, None
         if held is not None and held.size:
             self._feed_audio(held)

@@ -150,14 +150,15 @@ class TurnRouter:
 
     def overlap_at_boundary(self, unit_index: int, at_sample: int) -> bool:
         """A unit boundary passed while the user has spoken at least ``barge_in_ms`` over the open
-        reply. When the words can be read (:attr:`TurnTracker.reads_words`) they are transcribed
+        reply (or, after words read as a listener response, ``barge_in_ms`` more of them: see
+        :meth:`TurnTracker.overlap_read_due`). When the words can be read (:attr:`TurnTracker.reads_words`) they are transcribed
         first (the input is held meanwhile, so the decision stays at this boundary's sample) and
         :meth:`overlap_heard` decides; otherwise the reply ends now (a soft interrupt).
 
         Returns:
             True when the reply ended now; False while its words are read (it goes on meanwhile).
         """
-        if self._turns.read_overlap(at_sample):
+        if self._turns.read_overlap(at_sample, unit_index):
             log.debug("session %s: reading the words over the reply at %d", self._session_id, at_sample)
             return False
         self._end_for_overlap(unit_index)

@@ -48,11 +48,13 @@ class OverlapHeard:
     """Posted to the session when the words said over a reply (at a unit boundary) are transcribed.
 
     Attributes:
-        at_sample: the input sample of the boundary they were asked at (identifies the request).
+        at_sample: the input sample they were asked at (identifies the request).
+        unit_index: the unit the decision belongs to (``response.listen`` names it).
         text: the transcript, or None (the transcription failed or timed out).
     """
 
     at_sample: int
+    unit_index: int
     text: str | None
 
 
@@ -100,6 +102,7 @@ class TurnTracker:
         self._continuing: tuple[str, np.ndarray] | None = None
         self._text_end: tuple[str, float] | None = None  # the last transcript's text score (checks share it)
         self._overlap_at: int | None = None  # the boundary sample whose overlap words are being read
+        self._overlap_read_ms: float | None = None  # speech of the utterance when its words were last read
         self._item_over_reply = False
 
     # ------------------------------------------------------------------ detection
@@ -135,7 +138,7 @@ class TurnTracker:
         return self._detector.reads_words and self._transcribe is not None and self._spawn is not None \
             and self._post is not None
 
-    def read_overlap(self, at_sample: int) -> bool:
+    def read_overlap(self, at_sample: int, unit_index: int) -> bool:
         """Transcribe the utterance in progress (said over a reply), to decide at input sample
         ``at_sample`` whether it takes the turn; an :class:`OverlapHeard` is posted back and
         :attr:`waiting` holds the input until :meth:`overlap_heard`.
@@ -147,10 +150,11 @@ class TurnTracker:
         if utt is None or not utt.size:
             return False
         self._overlap_at = at_sample
-        self._spawn(self._run_overlap(at_sample, utt))
+        self._overlap_read_ms = self._detector.current_speech_ms
+        self._spawn(self._run_overlap(at_sample, unit_index, utt))
         return True
 
-    async def _run_overlap(self, at_sample: int, utterance: np.ndarray) -> None:
+    async def _run_overlap(self, at_sample: int, unit_index: int, utterance: np.ndarray) -> None:
         assert self._transcribe is not None and self._post is not None
         text: str | None = None
         try:
@@ -159,7 +163,15 @@ class TurnTracker:
             raise
         except Exception:  # unread words count as a barge-in, as before words were read
             log.warning("transcript of the words said over the reply failed", exc_info=True)
-        await self._post(OverlapHeard(at_sample, text))
+        await self._post(OverlapHeard(at_sample, unit_index, text))
+
+    def overlap_read_due(self, step_ms: float) -> bool:
+        """Whether the words said over a reply, last read as a listener response, should be read
+        again: the user has spoken ``step_ms`` more since ("Okay, ..." may go on "... that's
+        enough"). False when they were never read in this utterance or the user is silent."""
+        last = self._overlap_read_ms
+        return last is not None and not self.waiting and self._detector.user_speaking \
+            and self._detector.current_speech_ms - last >= step_ms
 
     def overlap_heard(self, msg: OverlapHeard) -> bool:
         """The words of :meth:`read_overlap` are back; False for a stale message (dropped)."""
@@ -254,6 +266,7 @@ class TurnTracker:
         """Speech started (``over_reply``: while a reply was open): a new user item; returns its id."""
         self._item = new_item_id()
         self._item_over_reply = over_reply
+        self._overlap_read_ms = None
         return self._item
 
     @property
@@ -289,6 +302,7 @@ class TurnTracker:
         self._continuing = (item_id, utterance)
         self._last_turn = None
         self._item_over_reply = False
+        self._overlap_read_ms = None
         self._item = item_id
         return item_id
 
