@@ -9,6 +9,7 @@ Screenshots of every state go to ``artifacts/e2e/ux_*.png``.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,50 @@ AXE_DISABLED: dict[str, str] = {}
 SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 
 STATES = ("connecting", "listening", "thinking", "speaking", "interrupted")
+
+STATUS_OF_STATE = {
+    "idle": r"Press Start to talk\.|Stopped\. Press Start to talk again\.",
+    "connecting": r"Connecting…",
+    "listening": r"(Connected\. )?Listening…|Hearing you…",
+    "thinking": r"Thinking…",
+    "speaking": r"Speaking… \(talk to interrupt\)",
+    "interrupted": r"Interrupted\. Listening…|Hearing you…",
+    "ended": r"Conversation ended.*",
+    "error": r".+",
+}
+"""The status line's texts that go with each state of the pill (``app/ui/view.py`` PHASE_STATUS and
+the changes that name their own; the page's own for idle and connecting, ``assets/page.js``)."""
+
+PAIRS_JS = """(() => {
+  window.__pairs = [];
+  let last = null;
+  const sample = () => {
+    const pill = document.getElementById("omni-state"), line = document.getElementById("status");
+    if (!pill || !line) return;
+    const key = pill.dataset.state + "|" + line.textContent;
+    if (key === last) return;
+    last = key;
+    window.__pairs.push({t: performance.now(), state: pill.dataset.state, status: line.textContent.trim(),
+                         level: line.dataset.level});
+  };
+  new MutationObserver(sample).observe(document, {subtree: true, childList: true, characterData: true,
+                                                  attributes: true, attributeFilter: ["data-state", "data-level"]});
+})();"""
+"""Init script: ``window.__pairs``, the state pill and the status line as the page shows them, sampled
+at every change of either (a MutationObserver: after each task that changed the page)."""
+
+
+def _disagreements(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Samples where the status line does not go with the pill: at each pill change, and whenever
+    the line shows a state's words (a notice, such as a server error, may stand under any state)."""
+    bad, prev = [], None
+    for p in pairs:
+        ok = re.fullmatch(STATUS_OF_STATE.get(p["state"], ".+"), p["status"])
+        state_words = any(re.fullmatch(rx, p["status"]) for st, rx in STATUS_OF_STATE.items() if st != "error")
+        if not ok and (p["state"] != prev or state_words):
+            bad.append(p)
+        prev = p["state"]
+    return bad
 
 
 @pytest.fixture
@@ -113,10 +158,14 @@ def test_start_is_obvious_and_keyboard_operable(idle_server, pw, size, artifacts
 def test_every_state_and_the_transcript_after_a_barge_in(idle_server, pw, clips, artifacts):
     """A scripted conversation: listening -> thinking -> speaking -> (the user talks over it)
     interrupted -> thinking -> speaking, then the interrupt control; the transcript shows both
-    questions, the cut reply marked interrupted with what was heard, and each reply's latency."""
+    questions, the cut reply marked interrupted with what was heard, and each reply's latency.
+    At every change of the state pill or the status line the two agree (pill "Speaking" =>
+    status "Speaking…", never "Thinking…" still)."""
     browser = launch(pw)
     try:
-        tab = OmniPage(browser, idle_server.base_url, scripted_mic=True).open()
+        tab = OmniPage(browser, idle_server.base_url, scripted_mic=True)
+        tab.page.add_init_script(PAIRS_JS)
+        tab.open()
         tab.page.evaluate("""() => { window.__maxMeter = {mic: 0, out: 0}; setInterval(() => {
             const v = (id) => Number(document.getElementById(id).getAttribute('aria-valuenow'));
             window.__maxMeter.mic = Math.max(window.__maxMeter.mic, v('omni-mic-meter'));
@@ -172,6 +221,13 @@ def test_every_state_and_the_transcript_after_a_barge_in(idle_server, pw, clips,
         meters = tab.page.evaluate("() => window.__maxMeter")
         assert meters["mic"] > 20 and meters["out"] > 20, meters
         tab.stop()
+        wait_until(lambda: tab.call_state() == "idle", 10, what="Stop")
+        # the pill and the status line, at every change of either, across the whole conversation
+        pairs = tab.page.evaluate("() => window.__pairs")
+        seen = [(p["state"], p["status"]) for p in pairs]
+        assert not _disagreements(pairs), (_disagreements(pairs), seen)
+        assert {"idle", *STATES} <= {p["state"] for p in pairs}, seen
+        assert ("speaking", "Speaking… (talk to interrupt)") in seen and seen[-1][0] == "idle", seen
         assert tab.external == [], tab.external
     finally:
         browser.close()

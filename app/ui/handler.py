@@ -29,7 +29,7 @@ ErrorEvent             status line
 SessionClosed          drop output, status line
 =====================  ==================================================================
 
-The page's state follows these events (:meth:`OmniHandler.set_phase`; app/ui/README.md).
+The page's state and status line follow these events, together (:meth:`OmniHandler.set_phase`; app/ui/README.md).
 
 "Drop" is :meth:`OmniHandler.flush_output`: the backlog, FastRTC's ``clear_queue()`` (the lead
 already handed over), a ``playback.ack`` with ``truncate`` for what was heard and, when audio
@@ -128,7 +128,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         self.webrtc_id: str | None = None
         self.session: Any = None
         self.settings = defaults
-        self.view = ConversationView()
+        self.view = ConversationView(listener=self._queue_page_state if page_outputs else None)
         self.playback = Playback(OUTPUT_SAMPLE_RATE_HZ)
         self.frames = UnitFrames(unit_ms)
         self.frames.set_stack(defaults.stack_frames)
@@ -159,7 +159,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         self._bg_rgb = np.zeros((240, 320, 3), np.uint8)
         self._faults = 0
         self._configured = False  # the session got its session.update (mic audio waits until then)
-        self._phases: deque[str] = deque()  # phases the page has not been told yet, in order
+        self._phases: deque[dict[str, Any]] = deque()  # page states (phase + status) not sent yet, in order
         self.trace: page_trace.PageTrace | None = page_trace.PageTrace() if page_trace.enabled() else None
         """Timing marks for the benchmark (``OMNI_PAGE_TRACE=1`` only; see :mod:`app.ui.trace`)."""
 
@@ -213,8 +213,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         if self.trace is not None:
             page_trace.register(self.session.id, self.trace)
             page_trace.probe_pipeline(getattr(self.engine, "pipeline", None))
-        self.view.set_status("Connected. Listening…", "ok")
-        self.set_phase("listening")
+        self.set_phase("listening", "Connected. Listening…")
         self._last_audio_at = time.monotonic()
         self._pump_task = asyncio.get_running_loop().create_task(self._pump_events(), name=f"ui-pump-{self.webrtc_id}")
         log.info("webrtc %s: session %s opened", self.webrtc_id, self.session.id)
@@ -222,8 +221,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
     async def _refuse(self, message: str, *, code: str = "unavailable", **extra: Any) -> None:
         self._refused = message
         self._refused_at = time.monotonic()
-        self.view.set_status(message, "error")
-        self.set_phase("error")
+        self.set_phase("error", message)
         log.info("webrtc %s: refused: %s", self.webrtc_id, message)
         try:
             await self.send_message(json.dumps({"type": "error", "message": message, "data": message, "code": code,
@@ -392,21 +390,21 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         for rid, text in rel.captions:
             self.view.caption("assistant", rid, text, append=True)
         if rel.first_of:
-            self.view.set_status("Speaking… (talk to interrupt)", "ok")
             self.set_phase("speaking")
 
     # ------------------------------------------------------------------ phase (page state)
-    def set_phase(self, phase: str) -> None:
-        """Set the phase; the page is told as soon as the event loop is free (not before the audio
-        slice being released goes out: the first slice of a reply makes it "speaking")."""
-        if phase != self.view.phase:
-            self.view.phase = phase
-            self.view.touch()
-            if self.page_outputs and (self._phases.append(phase) or len(self._phases) == 1):
-                asyncio.get_running_loop().call_soon(self._send_phases)
+    def set_phase(self, phase: str, status: str | None = None, level: str | None = None) -> None:
+        """Set the phase and its status line (:meth:`~app.ui.view.ConversationView.set_phase`)."""
+        self.view.set_phase(phase, status, level)
+
+    def _queue_page_state(self, msg: dict[str, Any]) -> None:
+        """The view's phase or status changed: the page is told as soon as the event loop is free
+        (not before the audio slice being released goes out: the first slice makes it "speaking")."""
+        self._phases.append(msg)
+        asyncio.get_running_loop().call_soon(self._send_phases)  # (in order; a no-op once drained)
 
     def _send_phases(self) -> None:  # (resumed: a reconnect opens a new session; the page says so)
-        while self._phases and self._tell_page({"type": "omni_phase", "phase": self._phases[0], "resumed": False,
+        while self._phases and self._tell_page({**self._phases[0], "resumed": False,
                                                 "session_id": getattr(self.session, "id", None)}):
             self._phases.popleft()
 
@@ -468,7 +466,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             return False
         self.flush_output()
         s.submit(C.CancelResponse(type="barge_in"))
-        self.view.set_status("Listening (you interrupted).", "ok")
+        self.set_phase("interrupted")  # (also when nothing was cut: a reply being thought of is cancelled)
         return True
 
     def state(self) -> dict[str, Any]:
@@ -538,13 +536,12 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                 # The session cancels a reply it is still producing (OutputAudioCleared follows), but a
                 # reply it already finished is only playing here: stop it here too.
                 self.flush_output(None)
-            v.set_status("Hearing you…", "ok")
+            v.hearing()
         elif isinstance(ev, E.SpeechStopped):
             self._user_speaking_since = None
             self._speech_stop_at = now
             self._speech_end_at = self._time_of_sample(ms_to_samples(ev.audio_end_ms, INPUT_SAMPLE_RATE_HZ))
             self._first_audio_pending = True
-            v.set_status("Thinking…", "ok")
             self.set_phase("thinking")
         elif isinstance(ev, E.ResponseDone):
             if ev.status == "cancelled":
@@ -563,10 +560,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             else:  # queued audio of a response that did not complete normally is stale now
                 for rid in self.playback.queued_responses() - self._done_ok:
                     self.flush_output(rid)
-            if not self.playback.is_playing(now):
-                v.set_status("Listening…", "ok")
-                if v.phase in ("speaking", "interrupted"):
-                    self.set_phase("listening")
+            if not self.playback.is_playing(now) and v.phase in ("speaking", "interrupted"):
+                self.set_phase("listening")  # (not from thinking: the model listens each unit until it answers)
         elif isinstance(ev, E.OutputAudioCleared):
             self.flush_output(None)
         elif isinstance(ev, E.PlaybackAcknowledged):
@@ -593,8 +588,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                 v.set_status(f"Server: {ev.message} ({ev.code})", "warn")
         elif isinstance(ev, E.SessionClosed):
             self.flush_output(None)
-            v.set_status(f"Conversation ended ({ev.reason}). Press Start to talk again.", "warn")
-            self.set_phase("ended")
+            self.set_phase("ended", f"Conversation ended ({ev.reason}). Press Start to talk again.")
             self.session = None
         self._wake.set()
 

@@ -215,7 +215,8 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
                 with gr.Row(elem_id="talk-row"):
                     with gr.Column(scale=3, min_width=300):
                         captions = gr.HTML(render_captions(empty), elem_id="captions-box", padding=False)
-                        status = gr.HTML(render_status(empty), elem_id="status-box", padding=False)
+                        # (rendered once; then page.js writes it with the state pill: both from one message)
+                        gr.HTML(render_status(empty), elem_id="status-box", padding=False)
                     with gr.Column(scale=2, min_width=280, elem_id="preview-col"):
                         # Both stay mounted; the camera switch only hides one on the client (a server-side
                         # visibility update would make Gradio answer offers from a per-session copy of the
@@ -259,8 +260,7 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
         inputs = [*remembered, voice_ref]
         for rtc in (rtc_av, rtc_a):
             rtc.stream(fn=prototype, inputs=[rtc, *inputs], outputs=[rtc], concurrency_limit=limit, time_limit=None)
-            _relay_outputs(rtc, [status, captions, metrics])
-            rtc.start_recording(lambda: render_status(_status("Connecting…")), outputs=[status], queue=False)
+            _relay_outputs(rtc, [captions, metrics])  # (not the status line: page.js has it with the phase)
 
         def remember(*values: Any) -> dict[str, Any]:
             return dict(zip(SETTING_NAMES, values, strict=True))
@@ -300,10 +300,6 @@ def _restore(stored: Any, defaults: tuple[Any, ...]) -> list[Any]:
     return out
 
 
-def _status(text: str, level: str = "info") -> dict[str, Any]:
-    return {"status": text, "level": level}
-
-
 def _overlap_label(policy: str) -> str:
     for label, value in OVERLAP_CHOICES.items():
         if value == policy:
@@ -312,23 +308,19 @@ def _overlap_label(policy: str) -> str:
 
 
 def _relay_outputs(rtc: WebRTC, outputs: list[Any]) -> None:
-    """Stream a handler's ``AdditionalOutputs`` (view snapshots) into the page components.
+    """Stream a handler's ``AdditionalOutputs`` (view snapshots) into the captions and metrics.
 
     Like ``WebRTC.on_additional_outputs`` but unlimited concurrency (one long-lived event per
-    connected page) and no progress overlay.
+    connected page) and no progress overlay. The status line is not among them: it reaches the
+    page with the phase, over the data channel (``assets/page.js`` writes it with the state pill),
+    at once; a snapshot comes up to ``UI_PUSH_S`` later and would show a stale status.
     """
 
     async def relay(webrtc_id: Any):
         wid = webrtc_id if isinstance(webrtc_id, str) else getattr(webrtc_id, "webrtc_id", str(webrtc_id))
-        snap: dict[str, Any] = {}
         async for out in rtc.output_stream(wid):
             snap = out.args[0] if out.args else {}
-            yield render_status(snap), render_captions(snap), render_metrics(snap)
-        # The connection ended. Gradio re-applies an event's last output when it completes, so the
-        # final status is set here (a refusal message stays).
-        if snap.get("level") != "error":
-            yield render_status(_status("Stopped. Press Start to talk again.")), render_captions(snap), \
-                render_metrics(snap)
+            yield render_captions(snap), render_metrics(snap)
 
     rtc.state_change(relay, inputs=[rtc], outputs=outputs, concurrency_limit=None, show_progress="hidden",
                      trigger_mode="once", queue=True)

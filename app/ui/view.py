@@ -1,19 +1,38 @@
-"""What the page shows about one conversation: captions, metrics, status; rendered as HTML.
+"""What the page shows about one conversation: captions, metrics, phase and status; rendered as HTML.
 
 The handler updates a :class:`ConversationView`; the page receives a snapshot through
 FastRTC's ``AdditionalOutputs`` (and ``GET /webrtc/state/{webrtc_id}``) and renders it with
-:func:`render_captions`, :func:`render_metrics` and :func:`render_status`. Every element the
-e2e tests read carries a ``data-testid``.
+:func:`render_captions` and :func:`render_metrics`. The phase (the state pill) and the status
+line change together (:meth:`ConversationView.set_phase`) and reach the page together, in one
+data-channel message (:meth:`ConversationView.page_state`, sent by the handler; ``assets/page.js``
+shows both at once); :func:`render_status` is only the status line's first render. Every element
+the e2e tests read carries a ``data-testid``.
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 MAX_CAPTION_LINES = 14
 """Caption lines kept (oldest dropped first)."""
+
+PHASE_STATUS: dict[str, tuple[str, str]] = {
+    "idle": ("Press Start to talk.", "info"),
+    "listening": ("Listening…", "ok"),
+    "thinking": ("Thinking…", "ok"),
+    "speaking": ("Speaking… (talk to interrupt)", "ok"),
+    "interrupted": ("Interrupted. Listening…", "ok"),
+    "error": ("Something went wrong; press Stop and Start again.", "error"),
+    "ended": ("Conversation ended. Press Start to talk again.", "warn"),
+}
+"""Phase -> the status line (text, level) entering it shows, unless the change names its own
+text (a refusal's message, why the conversation ended, "Connected. Listening…")."""
+
+HEARING = "Hearing you…"
+"""The status while the user talks in a listening phase (:meth:`ConversationView.hearing`)."""
 
 
 @dataclass
@@ -43,6 +62,9 @@ class ConversationView:
     turns: int = 0
     phase: str = "idle"  # idle | listening | thinking | speaking | interrupted | error | ended
     version: int = 0
+    listener: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False, compare=False)
+    """Called with :meth:`page_state` at each change of the phase or the status (the handler
+    sends it to the page); None: nobody is told (the headless route's clients poll)."""
     _latency: dict[str, float] = field(default_factory=dict, repr=False)
 
     def touch(self) -> None:
@@ -50,10 +72,43 @@ class ConversationView:
         self.version += 1
 
     def set_status(self, text: str, level: str = "info") -> None:
-        """Replace the status line."""
+        """Replace the status line, the phase staying (a notice: a warning, a server error); the
+        :attr:`listener` hears of it at once (an ``omni_status`` message)."""
         if text != self.status or level != self.level:
             self.status, self.level = text, level
-            self.touch()
+            self._changed("omni_status")
+
+    def set_phase(self, phase: str, text: str | None = None, level: str | None = None) -> None:
+        """Enter ``phase`` with its status line: :data:`PHASE_STATUS` unless ``text`` / ``level``
+        say otherwise. Both change together, so the pill and the status line never disagree; the
+        :attr:`listener` hears of both in one ``omni_phase`` message (``omni_status`` when only
+        the text changed)."""
+        default_text, default_level = PHASE_STATUS[phase]
+        text, level = default_text if text is None else text, default_level if level is None else level
+        if phase == self.phase and text == self.status and level == self.level:
+            return
+        kind = "omni_phase" if phase != self.phase else "omni_status"
+        self.phase, self.status, self.level = phase, text, level
+        self._changed(kind)
+
+    def hearing(self) -> None:
+        """The user started talking: :data:`HEARING` in a listening phase. A reply still being
+        thought of gives way (back to listening); one being spoken keeps its status (with
+        "interrupt as soon as I speak" it has been cut already: *interrupted*)."""
+        if self.phase == "thinking":
+            self.set_phase("listening", HEARING)
+        elif self.phase in ("listening", "interrupted"):
+            self.set_status(HEARING, "ok")
+
+    def page_state(self, kind: str = "omni_phase") -> dict[str, Any]:
+        """The page's message for the state pill and the status line: ``{"type", "phase", "status",
+        "level"}`` (``type`` ``omni_phase``, or ``omni_status`` when the phase did not change)."""
+        return {"type": kind, "phase": self.phase, "status": self.status, "level": self.level}
+
+    def _changed(self, kind: str) -> None:
+        self.touch()
+        if self.listener is not None:
+            self.listener(self.page_state(kind))
 
     def caption(self, role: str, key: str, text: str, *, append: bool) -> None:
         """Add (or extend, with ``append``) the caption line of ``key``."""
@@ -162,7 +217,8 @@ def render_metrics(snap: dict[str, Any]) -> str:
 
 
 def render_status(snap: dict[str, Any]) -> str:
-    """The status line (server full, errors, listening/speaking)."""
+    """The status line (server full, errors, listening/speaking): its first render; from then on
+    ``assets/page.js`` writes it, with the state pill."""
     level = _e(snap.get("level", "info"))
     return (f'<div id="status" data-testid="status" class="status status-{level}" data-level="{level}">'
             f'{_e(snap.get("status", ""))}</div>')

@@ -22,7 +22,13 @@ from app.ui.frames import UnitFrames
 from app.ui.handler import HandlerRegistry, OmniHandler
 from app.ui.playback import Playback
 from app.ui.settings import UISettings, parse_args
-from app.ui.view import ConversationView, render_captions, render_metrics
+from app.ui.view import (
+    HEARING,
+    PHASE_STATUS,
+    ConversationView,
+    render_captions,
+    render_metrics,
+)
 
 RATE = 24_000
 
@@ -205,6 +211,100 @@ async def test_handler_maps_events_to_playback_captions_and_flushes(engine):
     h.on_event(E.UnitMetrics(compute_ms=3.0, context_tokens=10, max_context_tokens=100, seen_text="OPEN 24 HOURS"))
     assert h.view.seen_text == "OPEN 24 HOURS" and h.view.context_tokens == 10
     assert h.force_listen() and isinstance(s.cmds[-1], C.CancelResponse) and s.cmds[-1].type == "barge_in"
+
+
+async def test_handler_sends_each_phase_with_the_status_that_matches_it(engine):
+    """The state pill and the status line come from one message: each phase the page is told
+    carries its status (a later Gradio snapshot no longer does), and a notice with no phase
+    change goes out at once too, so the page's pair can never disagree."""
+    h = _handler(engine)
+    await h.start_up()
+    sent: list[str] = []
+    h.set_channel(SimpleNamespace(readyState="open", send=sent.append))
+    page: dict[str, Any] = {}  # what the page shows (assets/page.js applies each message)
+    told: list[dict[str, Any]] = []
+    read = 0
+
+    async def step(ev: Any = None) -> list[dict[str, Any]]:
+        nonlocal read
+        if ev is not None:
+            h.on_event(ev)
+        await asyncio.sleep(0)  # (the page is told once the event loop is free)
+        new = [m for m in map(json.loads, sent[read:]) if m["type"] != "flush"]  # (the barge-in's, for barge_in.js)
+        read = len(sent)
+        for m in new:
+            assert m["type"] in ("omni_phase", "omni_status"), m
+            if m["type"] == "omni_status":  # a notice: the phase stays
+                assert m["phase"] == page["phase"], (m, page)
+            page.update(phase=m["phase"], status=m["status"], level=m["level"])
+        told.extend(new)
+        assert (page["phase"], page["status"], page["level"]) == (h.view.phase, h.view.status, h.view.level)
+        return new
+
+    async def play_out(phase: str) -> None:
+        for _ in range(100):
+            await h.emit()
+            if h.view.phase == phase:
+                return
+        raise AssertionError(f"still {h.view.phase!r}")
+
+    def audio(rid: str, s: float) -> E.AudioDelta:
+        return E.AudioDelta(response_id=rid, audio=np.full(int(RATE * s), 0.1, np.float32), sample_rate_hz=RATE)
+
+    await step()
+    assert page == {"phase": "listening", "status": "Connected. Listening…", "level": "ok"}
+    assert [m["type"] for m in await step(E.SpeechStarted(audio_start_ms=100))] == ["omni_status"]
+    assert page["status"] == HEARING
+    await step(E.SpeechStopped(audio_end_ms=500))
+    assert page["phase"] == "thinking"
+    await step(E.SpeechStarted(audio_start_ms=700))  # the user goes on: no longer "Thinking…"
+    assert (page["phase"], page["status"]) == ("listening", HEARING)
+    await step(E.SpeechStopped(audio_end_ms=900))
+    await step(audio("r1", 1.0))
+    await h.emit()  # its first slice: speaking
+    await step()
+    assert page["phase"] == "speaking"
+    await step(E.ErrorEvent(code="boom", message="Something broke"))  # a notice, at once
+    assert (page["phase"], page["status"], page["level"]) == ("speaking", "Server: Something broke (boom)", "warn")
+    await step(E.SpeechStarted(audio_start_ms=1500))  # the barge-in: the reply is cut
+    assert (page["phase"], page["status"]) == ("interrupted", HEARING)
+    await step(E.ResponseListen(response_id=None))
+    assert page["phase"] == "listening"
+    await step(E.SpeechStopped(audio_end_ms=2000))
+    await step(audio("r2", 0.1))
+    await play_out("speaking")
+    await step()
+    await play_out("listening")  # the reply played out: not "Speaking…" any more
+    await step()
+    assert page == {"phase": "listening", "status": PHASE_STATUS["listening"][0], "level": "ok"}
+    h.on_event(E.ResponseDone(response_id="r2", status="failed"))
+    await step(E.SessionClosed(reason="input_stall"))
+    assert (page["phase"], page["level"]) == ("ended", "warn") and "input_stall" in page["status"]
+    # each phase was told once, with the status that matches it
+    phases = [m for m in told if m["type"] == "omni_phase"]
+    assert [m["phase"] for m in phases] == ["listening", "thinking", "listening", "thinking", "speaking",
+                                            "interrupted", "listening", "thinking", "speaking", "listening", "ended"]
+    named = {("listening", "Connected. Listening…"), ("listening", HEARING),
+             ("ended", "Conversation ended (input_stall). Press Start to talk again.")}  # a change's own text
+    for m in phases:
+        assert (m["phase"], m["status"]) in named or (m["status"], m["level"]) == PHASE_STATUS[m["phase"]], m
+    assert any(m["type"] == "omni_status" and m["status"].startswith("The reply failed") for m in told)
+    snap = h.view.snapshot()
+    assert (snap["phase"], snap["status"]) == (page["phase"], page["status"])  # (the state route: the same)
+
+
+def test_view_sets_status_with_each_phase():
+    v = ConversationView()
+    seen: list[dict[str, Any]] = []
+    v.listener = seen.append
+    v.set_phase("thinking")
+    v.set_phase("thinking")  # no change: nobody is told
+    v.set_status("Server: x (y)", "warn")
+    v.set_phase("speaking")
+    v.hearing()  # a reply being spoken keeps its status
+    assert [(m["type"], m["phase"], m["status"]) for m in seen] == [
+        ("omni_phase", "thinking", "Thinking…"), ("omni_status", "thinking", "Server: x (y)"),
+        ("omni_phase", "speaking", PHASE_STATUS["speaking"][0])]
 
 
 async def test_handler_refuses_when_full(engine):

@@ -5,9 +5,13 @@
 //    control stops it. Camera switch, mic mute (the local track's `enabled`; separate from
 //    Stop), an interrupt control shown while the assistant speaks (POST /webrtc/force_listen).
 //  * The conversation state (#omni-state, data-state = idle / connecting / listening / thinking
-//    / speaking / interrupted / error) comes from the server: the page handler sends
-//    {"type": "omni_phase", "phase"} on FastRTC's data channel at each session event
-//    (app/ui/handler.py). Only "connecting" (Start pressed) and "idle" (stopped) are the page's own.
+//    / speaking / interrupted / error) and the status line (#status) come from the server, in one
+//    message: the page handler sends {"type": "omni_phase", "phase", "status", "level"} on
+//    FastRTC's data channel at each session event that changes them, and {"type": "omni_status",
+//    ...} for a notice that changes the status alone (app/ui/handler.py, view.py); both are shown
+//    at once, so they never disagree. Gradio renders #status once; only this script writes it
+//    then (and puts it back if Gradio re-renders it). Only "connecting" (Start pressed), "idle"
+//    (stopped) and problems found here (mic denied, no connection) are the page's own.
 //  * Level meters of the mic and of the assistant (levels measured by barge_in.js, drawn 10x/s
 //    while a call is live; nothing runs when idle).
 //  * Human messages in a banner (#omni-alert): mic/camera denied or missing, server full (with
@@ -20,7 +24,7 @@
 //    open a second connection); closing the page closes its WebRTC connections (pagehide).
 //  * No mic or camera stays live once a call ends (Stop, refusal, lost connection, pagehide): see
 //    "media: every track ends with the call" below.
-//  * window.__omni: {webrtcId, alerts, phases, gumAt, ignoredClicks, lang, levels} for tests.
+//  * window.__omni: {webrtcId, alerts, phases ({phase, status, t}), gumAt, ignoredClicks, lang, levels} for tests.
 (() => {
   if (window.__omniPageHooks) return;
   window.__omniPageHooks = true;
@@ -38,6 +42,8 @@
       state_idle: "Ready: press Start and talk", state_connecting: "Connecting…", state_listening: "Listening",
       state_thinking: "Thinking…", state_speaking: "Speaking (talk to interrupt)", state_interrupted: "Interrupted: listening",
       state_error: "Problem: see the message above", state_ended: "Conversation ended",
+      status_idle: "Press Start to talk.", status_stopped: "Stopped. Press Start to talk again.",
+      status_connecting: "Connecting…",
       mic_level: "You", out_level: "Assistant", you: "You", assistant: "Assistant", interrupted_mark: "interrupted",
       transcript: "Conversation", transcript_empty: "The conversation appears here.", metrics: "Metrics",
       key_label: "Access key", key_save: "Use key", microphone: "Microphone", camera_device: "Camera",
@@ -64,6 +70,7 @@
       state_idle: "就绪：按“开始”后说话", state_connecting: "正在连接…", state_listening: "正在聆听",
       state_thinking: "正在思考…", state_speaking: "正在说话（开口即可打断）", state_interrupted: "已打断：正在聆听",
       state_error: "出现问题：请看上方提示", state_ended: "对话已结束",
+      status_idle: "按“开始”后说话。", status_stopped: "已停止。按“开始”可再次对话。", status_connecting: "正在连接…",
       mic_level: "你", out_level: "助手", you: "你", assistant: "助手", interrupted_mark: "已打断",
       transcript: "对话", transcript_empty: "对话内容会显示在这里。", metrics: "指标",
       key_label: "访问密钥", key_save: "使用密钥", microphone: "麦克风", camera_device: "摄像头",
@@ -131,9 +138,30 @@
   let reconnecting = false;
   let lastSession = null;   // session id of the previous connection (reconnect: same or new?)
   let countdown = null;
-  function setState(name) {
+  // the status line: {text, level}, the server's (with its phase) or the page's own (ownStatus)
+  let status = null;
+  const LEVELS = ["info", "ok", "warn", "error"];
+  function showStatus() {
+    const el = $("status");
+    if (!el || !status) return;
+    setText(el, status.text);
+    if (el.dataset.level !== status.level) { el.dataset.level = status.level; el.className = "status status-" + status.level; }
+  }
+  function setStatus(text, level) {
+    if (typeof text !== "string") return;
+    status = { text: text, level: LEVELS.indexOf(level) >= 0 ? level : "info" };
+    showStatus();
+  }
+  function ownStatus(name) {  // the page's own states; for the server's, its message says
+    if (name === "idle") setStatus(t(afterCall ? "status_stopped" : "status_idle"), "info");
+    else if (name === "connecting") setStatus(t("status_connecting"), "info");
+    else if (name === "error" && S.alerts.length) setStatus(S.alerts[S.alerts.length - 1].message, "error");
+  }
+  // name: the state; st: the server's {status, level} that comes with it (none: the page's own)
+  function setState(name, st) {
     const el = $("omni-state");
-    S.phases.push({ phase: name, t: performance.now() });
+    if (st && typeof st.status === "string") setStatus(st.status, st.level); else ownStatus(name);
+    S.phases.push({ phase: name, status: status && status.text, t: performance.now() });
     if (el) {
       el.dataset.state = name;
       const w = $("omni-state-word");
@@ -186,7 +214,7 @@
     activeCamera = camera;
     showComponent(camera);
     const root = await waitFor(() => comp(camera), 10000);
-    if (!root) { call = "idle"; setState("error"); banner(t("failed")); return; }
+    if (!root) { call = "idle"; banner(t("failed")); setState("error"); return; }
     const access = [...root.querySelectorAll("button")].find((x) => /Click to Access/.test(x.textContent));
     if (access) access.click();
     const button = () => root.querySelector("button[aria-label='start stream']");
@@ -198,7 +226,7 @@
       go.click();
       go = await waitFor(() => { const x = button(); return x && !/Stop/.test(x.textContent) && x; }, 5000);
     }
-    if (!go) { call = "idle"; setState("error"); banner(t("failed")); return; }
+    if (!go) { call = "idle"; banner(t("failed")); setState("error"); return; }
     // the component's own getUserMedia at the end of the last call must settle first (it would
     // replace the stream of this Start), and the camera component's stream needs live tracks
     await waitFor(() => pendingGum === 0, 5000);
@@ -402,7 +430,8 @@
     }, 1000);
   }
   function onPhase(m) {
-    if (m.phase === "error") { refused = true; ended(); setState("error"); return; }  // a refusal: the server closes the call
+    const st = { status: m.status, level: m.level };  // (the status line, shown with the phase)
+    if (m.phase === "error") { refused = true; ended(); setState("error", st); return; }  // a refusal: the server closes the call
     if (call !== "live") { call = "live"; startMeters(); startUnits(); }  // (also when FastRTC's own button started it)
     if (reconnecting) {
       reconnecting = false; reconnects = 0;
@@ -410,8 +439,7 @@
     }
     if (m.session_id) lastSession = m.session_id;
     applyOutput();
-    const phase = m.phase === "ended" ? "ended" : m.phase;
-    setState(phase);
+    setState(m.phase, st);
   }
   function onMessage(ev) {
     if (typeof ev.data !== "string" || ev.data.indexOf("type") < 0) return;
@@ -419,6 +447,7 @@
     try { m = JSON.parse(ev.data); } catch (_) { return; }
     if (!m) return;
     if (m.type === "omni_phase") { onPhase(m); return; }
+    if (m.type === "omni_status") { setStatus(m.status, m.level); return; }  // a notice: the phase stays
     if (m.type !== "error" && m.type !== "warning" && m.type !== "end_stream") return;
     if (m.code === "server_full") { serverFull(m); ended(); setState("error"); return; }
     const text = typeof m.message === "string" && m.message ? m.message : m.data;
@@ -591,6 +620,7 @@
         const caps = $("omni-caps");
         if (caps && caps.dataset.vision === "0" && cam && cam.checked && call === "idle") { cam.checked = false; showComponent(false); }
         updateStart();
+        showStatus();  // (Gradio re-rendered the status line: the current one back)
       });
     }).observe(document.body, { childList: true, subtree: true, characterData: true });
     setState("idle");
