@@ -433,19 +433,25 @@ async def test_with_the_transcript_a_short_stop_ends_the_reply_and_a_backchannel
     assert [e["response_id"] for e in ev if e["type"] == "response.created"] == [first]
 
 
+async def _words_over_the_story(make_server, speech_dir, words: str, wav_name: str,
+                                name: str) -> tuple[list[dict], str, dict]:
+    """On a default (learned-detector) server, ask for a story and say ``words`` over its reply;
+    the events, the reply's id and its ``response.done`` (invariants checked as ``name``)."""
+    srv = make_server(turn_policy={})
+    assert srv.engine.config.turn_policy.detector == "smart_turn"
+    story = espeak_wav("Tell me a story about a cat and a dog.", speech_dir / "story.wav", lead_s=0.3)
+    ev, first = await _say_over_the_reply(srv.ws_url, story, espeak_wav(words, speech_dir / wav_name))
+    assert_invariants(ev, name)
+    return ev, first, next(e for e in ev if e["type"] == "response.done" and e["response_id"] == first)
+
+
 async def test_a_listener_response_over_the_reply_does_not_stop_it_and_is_not_answered(make_server, speech_dir):
     """At a unit boundary with >= barge_in_ms of speech over the open reply, the learned detector's
     session reads the words before it ends the reply (before, any 300 ms of speech ended it there):
     "Yeah, okay, sure." is a listener response, so the reply plays on to its end, and the words
     are not answered when they end, even after the reply has."""
-    srv = make_server(turn_policy={})
-    assert srv.engine.config.turn_policy.detector == "smart_turn"
-    story = espeak_wav("Tell me a story about a cat and a dog.", speech_dir / "story.wav", lead_s=0.3)
-    ack = espeak_wav("Yeah, okay, sure.", speech_dir / "yeah_okay_sure_bare.wav")
-
-    ev, first = await _say_over_the_reply(srv.ws_url, story, ack)
-    assert_invariants(ev, "listener_response_over_reply")
-    done1 = next(e for e in ev if e["type"] == "response.done" and e["response_id"] == first)
+    ev, first, done1 = await _words_over_the_story(make_server, speech_dir, "Yeah, okay, sure.",
+                                                   "yeah_okay_sure_bare.wav", "listener_response_over_reply")
     assert done1["response"]["status"] == "completed" and not done1["response"].get("status_details"), done1
     assert [e["response_id"] for e in ev if e["type"] == "response.created"] == [first]
 
@@ -454,13 +460,8 @@ async def test_words_that_begin_like_a_listener_response_are_read_again_as_they_
     """"Okay, that's enough, thank you." reads "Okay," at the first boundary (a listener response):
     the session reads the words again after each further barge_in_ms of speech, and ends the reply
     as soon as they take the turn, while it still plays (not only at the utterance's end)."""
-    srv = make_server(turn_policy={})
-    story = espeak_wav("Tell me a story about a cat and a dog.", speech_dir / "story.wav", lead_s=0.3)
-    enough = espeak_wav("Okay, that's enough, thank you.", speech_dir / "okay_enough_bare.wav")
-
-    ev, first = await _say_over_the_reply(srv.ws_url, story, enough)
-    assert_invariants(ev, "listener_start_then_stop")
-    done1 = next(e for e in ev if e["type"] == "response.done" and e["response_id"] == first)
+    ev, _first, done1 = await _words_over_the_story(make_server, speech_dir, "Okay, that's enough, thank you.",
+                                                    "okay_enough_bare.wav", "listener_start_then_stop")
     assert done1["response"]["status_details"]["reason"] == "user_overlap", done1
     stopped = [i for i, e in enumerate(ev) if e["type"] == "input_audio_buffer.speech_stopped"]
     assert len(stopped) >= 2 and ev.index(done1) < stopped[1], "it ended only when the words did"

@@ -168,7 +168,6 @@ class TurnRouter:
         """The words said over the reply at a boundary: a listener response, noise or the reply's own
         words coming back leave the reply playing; other words (or unread ones, ``None``) end it."""
         r = self._replies.active
-        log.debug("session %s: heard %r over the reply (%s)", self._session_id, text, r and r.created)
         if r is None or not r.created:
             return  # it ended meanwhile
         if text is not None and self._only_listening(text, r.clock.text_sent):
