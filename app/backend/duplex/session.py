@@ -394,8 +394,8 @@ class DuplexSession:
                 self._router.on_signal(sig)
             if clock.samples >= boundary:
                 self._close_unit()
-            elif self._turns.overlap_read_due(self._tcfg.barge_in_ms) and self._replies.active_response_id:
-                self._router.overlap_at_boundary(clock.unit_index, clock.samples)  # the words went on: again
+            if self._replies.active_response_id and self._turns.overlap_read_due(self._tcfg.barge_in_ms):
+                self._router.check_overlap(clock.unit_index, clock.samples)  # words over the reply: read them
             if self._turns.waiting:
                 self._held_audio = audio[pos:]
                 return
@@ -489,9 +489,9 @@ class DuplexSession:
         frames = self._camera.take_unit_frames()
         r = self._replies.active
         decision = "listen"
-        if r is not None and r.created and self._turns.speaking_for(self._tcfg.barge_in_ms) \
-                and self._router.overlap_at_boundary(k, self._clock.samples):
-            pass  # a soft interrupt: the reply ended
+        if r is not None and r.created and not self._turns.reads_words \
+                and self._turns.speaking_for(self._tcfg.barge_in_ms):
+            self._router.check_overlap(k, self._clock.samples)  # a soft interrupt (words read: as they come)
         elif r is not None:
             speak, listen_due = self._replies.at_unit_boundary()
             if speak:

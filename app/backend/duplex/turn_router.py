@@ -10,10 +10,10 @@ about it, through the session's :class:`~app.backend.duplex.replies.ReplyRunner`
 * the user going on right after a wrong end of turn (within ``turn_policy.resume_window_ms``) drops
   the reply to the fragment, and the next reply answers fragment + rest;
 * speech over a reply: a barge-in (``overlap_policy: barge_in_on_speech``) cancels it; otherwise
-  ``barge_in_ms`` of it at a unit boundary ends the reply (a soft interrupt), unless its words, where
-  the detector reads them, are only a listener response ("mm-hm", "yeah"), noise or the reply's own
-  echo; the utterance said over it is deferred and answered when the reply ends
-  (:meth:`promote_deferred`); a listener response is never answered.
+  ``barge_in_ms`` of it ends the reply (a soft interrupt: at the next unit boundary, or, where the
+  detector reads words, as soon as they are read and are not only a listener response ("mm-hm",
+  "yeah"), noise or the reply's own echo); the utterance said over it is deferred and answered when
+  the reply ends (:meth:`promote_deferred`); a listener response is never answered.
 
 It owns no state of its own: the tracker, the runner, the playback ledger and the history own theirs;
 the session hands it their references and small callables (``emit``, ``epoch``, ``settings``).
@@ -148,12 +148,13 @@ class TurnRouter:
             self.cancel_reply(None)
         replies.start(utt, item_id, drain=commit, boundary_passed=now, seen_text=self._camera.seen_text)
 
-    def overlap_at_boundary(self, unit_index: int, at_sample: int) -> bool:
-        """A unit boundary passed while the user has spoken at least ``barge_in_ms`` over the open
-        reply (or, after words read as a listener response, ``barge_in_ms`` more of them: see
-        :meth:`TurnTracker.overlap_read_due`). When the words can be read (:attr:`TurnTracker.reads_words`) they are transcribed
-        first (the input is held meanwhile, so the decision stays at this boundary's sample) and
-        :meth:`overlap_heard` decides; otherwise the reply ends now (a soft interrupt).
+    def check_overlap(self, unit_index: int, at_sample: int) -> bool:
+        """The user has spoken at least ``barge_in_ms`` over the open reply. When the words can be
+        read (:attr:`TurnTracker.reads_words`) they are transcribed first, as soon as that much is
+        heard (and again after each further ``barge_in_ms`` while they read as a listener
+        response; the input is held meanwhile, so the decision stays at this sample) and
+        :meth:`overlap_heard` decides. Otherwise (the silence detector) the reply ends now, at the
+        unit boundary the session calls this at (a soft interrupt).
 
         Returns:
             True when the reply ended now; False while its words are read (it goes on meanwhile).

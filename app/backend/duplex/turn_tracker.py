@@ -166,12 +166,14 @@ class TurnTracker:
         await self._post(OverlapHeard(at_sample, unit_index, text))
 
     def overlap_read_due(self, step_ms: float) -> bool:
-        """Whether the words said over a reply, last read as a listener response, should be read
-        again: the user has spoken ``step_ms`` more since ("Okay, ..." may go on "... that's
-        enough"). False when they were never read in this utterance or the user is silent."""
+        """Whether to read the words the user is saying (over a reply) now: they have spoken
+        ``step_ms`` of the utterance, or ``step_ms`` more since its words were last read as a
+        listener response ("Okay, ..." may go on "... that's enough"). False when the words cannot
+        be read (:attr:`reads_words`), a read or a score is out, or the user is silent."""
+        if not self.reads_words or self.waiting or not self._detector.user_speaking:
+            return False
         last = self._overlap_read_ms
-        return last is not None and not self.waiting and self._detector.user_speaking \
-            and self._detector.current_speech_ms - last >= step_ms
+        return self._detector.current_speech_ms - (last or 0.0) >= step_ms
 
     def overlap_heard(self, msg: OverlapHeard) -> bool:
         """The words of :meth:`read_overlap` are back; False for a stale message (dropped)."""
