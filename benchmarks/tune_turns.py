@@ -51,8 +51,12 @@ from app.constants import INPUT_SAMPLE_RATE_HZ
 CATEGORIES = ("question", "statement", "pause", "hesitation", "silence", "noise")
 PIECE_MS = 100
 PREMATURE_SLACK_MS = 100.0
+NO_GATE = ("no far-speech gate", {"far_speech_drop_db": None})
+"""The run before the far-speech level gate (:mod:`app.backend.turns.level_gate`), for the comparison row."""
+
 GRID = [
     ("default", {}),
+    NO_GATE,
     ("before text model", {"smart_turn_completion_threshold": 0.0, "smart_turn_confident_text": 1.0,
                            "max_unfinished_pause_ms": 2000, "smart_turn_sentence_end_ms": 1100.0}),
     ("no text model", {"smart_turn_completion_threshold": 0.0}),
@@ -75,7 +79,8 @@ GRID = [
 ]
 """Named overrides of ``turn_policy`` tried with ``--grid``."""
 
-KEY_RUNS = ("silence", "smart_turn:default", "smart_turn:before text model", "smart_turn:given")
+KEY_RUNS = ("silence", f"silence:{NO_GATE[0]}", "smart_turn:default", f"smart_turn:{NO_GATE[0]}",
+            "smart_turn:before text model", "smart_turn:given")
 """Runs whose per-instance rows and target metrics are written (the rest: summaries only)."""
 
 
@@ -234,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, Any] = {}
     runs["silence"] = {"config": {"end_of_turn_silence_ms": cfg.end_of_turn_silence_ms},
                        **evaluate(instances, lambda vad: SilenceTurnDetector(vad, cfg), None)}
-    grid = GRID if args.grid else [("default", {})]
+    ungated = cfg.model_copy(update=NO_GATE[1])
+    runs[f"silence:{NO_GATE[0]}"] = {"config": {"end_of_turn_silence_ms": cfg.end_of_turn_silence_ms, **NO_GATE[1]},
+                                     **evaluate(instances, lambda vad: SilenceTurnDetector(vad, ungated), None)}
+    grid = GRID if args.grid else [("default", {}), NO_GATE]
     if args.thresholds:
         grid = [("given", {"smart_turn_thresholds": [float(x) for x in args.thresholds.split(",")]})]
     for name, update in grid:
@@ -245,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      "smart_turn_sentence_end_ms",
                                                      "smart_turn_completion_threshold",
                                                      "smart_turn_confident_text", "smart_turn_confident_end_ms",
-                                                     "max_pause_ms", "max_unfinished_pause_ms")},
+                                                     "max_pause_ms", "max_unfinished_pause_ms",
+                                                     "far_speech_drop_db")},
             **evaluate(instances, lambda vad, c=tcfg: LearnedTurnDetector(vad, c), scorer)}
     # per-instance rows and summary-table metrics for the headline runs only; the grid's other
     # runs keep their config and per-category summary (the printed table shows them all)
@@ -273,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     result["metrics"] = metrics
     result["scorer"] = {"calls": scorer.calls, "mean_ms": 1000 * scorer.seconds / max(scorer.calls, 1)}
     result["wall_s"] = time.monotonic() - t0
-    print(f"{'run':22} {'premature pause':>16} {'premature hes.':>15} {'q/s lat p50':>12} {'p95':>6} "
+    print(f"{'run':30} {'premature pause':>16} {'premature hes.':>15} {'q/s lat p50':>12} {'p95':>6} "
           f"{'missed':>7} {'false':>6}")
     for name, run in runs.items():
         s = run["summary"]
@@ -281,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         lat_s = C.summarize(lat)
         missed = sum(r.get("missed", False) for r in run["rows"])
         false = sum(r.get("false_turn", False) for r in run["rows"])
-        print(f"{name:22} {s['pause']['premature']['k']:>3}/{s['pause']['n']:<12} "
+        print(f"{name:30} {s['pause']['premature']['k']:>3}/{s['pause']['n']:<12} "
               f"{s['hesitation']['premature']['k']:>3}/{s['hesitation']['n']:<11} "
               f"{C.fmt_s(lat_s['p50'], '', 0):>12} {C.fmt_s(lat_s['p95'], '', 0):>6} {missed:>7} {false:>6}")
     C.write_result(f"turn_decisions_{args.split}", C.round_floats(

@@ -96,6 +96,9 @@ class EngineMetrics:
             registry=r)
         self.turn_decisions = Counter("omni_turn_detector_decisions", "End-of-turn decisions on pauses", ["outcome"],
                                       registry=r)
+        self.far_speech = Counter("omni_turn_far_speech_onsets",
+                                  "Speech onsets ignored as far below the user's level (a TV, a distant talker)",
+                                  registry=r)
 
     def record_turn_decision(self, outcome: str, score_s: float | None) -> None:
         """One pause decision of a learned turn detector (``score_s`` None for a capped pause)."""

@@ -370,6 +370,15 @@ class TurnPolicyConfig(BaseModel):
     ms (0 = off: the new speech is a turn of its own)."""
     vad_threshold: Annotated[float, Field(gt=0, lt=1)] = 0.5
     """Speech probability above which a frame counts as speech."""
+    far_speech_drop_db: PosFloat | None = 20.0
+    """Speech whose onset is more than this far below the user's own level is not the user (a TV,
+    someone across the room): it starts no turn and no barge-in, dB (None = no such gate). The
+    user's level is learned from their finished turns, starting from
+    ``speech_level_reference_dbfs`` (:mod:`app.backend.turns.level_gate`)."""
+    speech_level_reference_dbfs: Annotated[float, Field(ge=-80, le=0)] = -20.0
+    """The user's active speech level assumed before their first turn, dBFS: about what a
+    browser's automatic gain control delivers (WebRTC's AGC aims speech peaks near -3 dBFS;
+    speech RMS sits some 15-20 dB below its peaks)."""
     end_of_turn_silence_ms: PosInt = 500
     """Silence after speech that ends the user's turn, ms."""
     speculative_silence_ms: PosInt = 150

@@ -139,6 +139,7 @@ class DuplexSession:
         self._turns = TurnTracker(deps.new_detector(wrap_vad=self._echo.wrap if self._echo else None),
                                   score=deps.score_turn, spawn=self._spawn, post=self._post,
                                   on_decision=deps.metrics.record_turn_decision if deps.metrics else None,
+                                  on_far_speech=deps.metrics.far_speech.inc if deps.metrics else None,
                                   transcribe=self._transcripts.transcribe, score_text=deps.score_text)
         self._held_audio: np.ndarray | None = None  # input not yet fed: the detector waits for a score
         self._gated: deque[Any] = deque()  # client commands that arrived meanwhile, in order

@@ -74,6 +74,8 @@ class TurnTracker:
         post: hands a result back to the session's inbox.
         on_decision: called with ``(outcome, score seconds or None)`` after each scored or capped
             pause (metrics).
+        on_far_speech: called with the number of speech onsets a feed refused as far speech
+            (:attr:`~app.backend.turns.detector.TurnDetector.far_speech_refused`; metrics).
         transcribe: the session's shared transcription (for requests that carry an utterance).
         score_text: the shared text end-of-turn scorer (``score(transcript) -> Future[float]``);
             None: the detector reads only word cues.
@@ -83,6 +85,7 @@ class TurnTracker:
                  spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]] | None = None,
                  post: Callable[[Any], Awaitable[None]] | None = None,
                  on_decision: Callable[[str, float | None], None] | None = None,
+                 on_far_speech: Callable[[int], None] | None = None,
                  transcribe: Callable[[np.ndarray], Awaitable[str]] | None = None,
                  score_text: Callable[[str], Future[float]] | None = None) -> None:
         self._detector = detector
@@ -92,6 +95,7 @@ class TurnTracker:
         self._spawn = spawn
         self._post = post
         self._on_decision = on_decision
+        self._on_far_speech = on_far_speech
         self._busy_s = 0.0
         self._score_s = 0.0
         self._score_calls = 0
@@ -115,8 +119,14 @@ class TurnTracker:
             :meth:`resolve`.
         """
         t0 = time.perf_counter()
+        far = self._detector.far_speech_refused
         signals = self._detector.feed(audio)
         self._busy_s += time.perf_counter() - t0
+        far = self._detector.far_speech_refused - far
+        if far:
+            log.debug("far speech: %d onset(s) below the user's level ignored", far)
+            if self._on_far_speech is not None:
+                self._on_far_speech(far)
         if self._on_decision is not None and any(s.kind == "end_of_turn" for s in signals) and \
                 getattr(self._detector, "last_outcome", None) == "cap":
             self._on_decision("cap", None)  # only a capped pause ends a learned turn inside feed()

@@ -106,6 +106,12 @@ class TurnDetector(ABC):
         return None
 
     @property
+    def far_speech_refused(self) -> int:
+        """Speech onsets refused so far as far below the user's own level (a TV, a distant talker;
+        ``turn_policy.far_speech_drop_db``); 0 for a detector without that gate."""
+        return 0
+
+    @property
     @abstractmethod
     def user_speaking(self) -> bool:
         """True while the user is mid-utterance."""

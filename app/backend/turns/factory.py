@@ -51,7 +51,8 @@ def detector_factory(name: str, config: Any,
         return wrap(v) if wrap is not None else v
 
     if name == "manual":
-        return lambda wrap_vad=None: SilenceTurnDetector(vad(wrap_vad), config, silence_ends_turn=False)
+        return lambda wrap_vad=None: SilenceTurnDetector(vad(wrap_vad), config, silence_ends_turn=False,
+                                                                     far_speech_gate=False)
     if name == "smart_turn":
         return lambda wrap_vad=None: LearnedTurnDetector(vad(wrap_vad), config)
     return lambda wrap_vad=None: SilenceTurnDetector(vad(wrap_vad), config)

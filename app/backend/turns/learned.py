@@ -127,6 +127,10 @@ class LearnedTurnDetector(TurnDetector):
     def current_utterance(self) -> np.ndarray | None:
         return self._vad_turns.current_utterance()
 
+    @property
+    def far_speech_refused(self) -> int:
+        return self._vad_turns.far_speech_refused
+
     def set_patience(self, patience: float) -> None:
         lo, hi = PATIENCE_RANGE
         self._patience = min(max(float(patience), lo), hi)

@@ -8,7 +8,10 @@ State machine over per-window speech probabilities (Silero VAD windows of 32 ms)
   speculatively), ``resumed`` if ``min_speech_ms`` of speech comes back (shorter blips count
   as silence), end of turn after ``end_of_turn_silence_ms`` of non-speech;
 * the utterance handed on is the audio from ``pad_ms`` before the speech onset to the
-  end of the last speech window, plus ``pad_ms``.
+  end of the last speech window, plus ``pad_ms``;
+* with a :class:`~app.backend.turns.level_gate.SpeechLevelGate` (``turn_policy.far_speech_drop_db``),
+  an onset whose speech windows are far below the user's own level (a TV, someone across the room)
+  is refused: the candidate starts over. Each finished turn teaches the gate the user's level.
 """
 
 from __future__ import annotations
@@ -18,6 +21,11 @@ from typing import Any
 import numpy as np
 
 from app.backend.turns.detector import StreamingVad, TurnDetector, TurnSignal
+from app.backend.turns.level_gate import (
+    SpeechLevelGate,
+    active_level_dbfs,
+    window_energy,
+)
 from app.constants import INPUT_SAMPLE_RATE_HZ, ms_to_samples
 
 
@@ -27,17 +35,20 @@ class SilenceTurnDetector(TurnDetector):
     Args:
         vad: the detector (one per session).
         config: the deploy config's ``turn_policy`` (``vad_threshold``,
-            ``end_of_turn_silence_ms``, ``min_speech_ms``).
+            ``end_of_turn_silence_ms``, ``min_speech_ms``, ``far_speech_drop_db``,
+            ``speech_level_reference_dbfs``).
         pad_ms: audio kept before the onset and after the last speech window, ms.
         max_utterance_s: the utterance buffer keeps at most this much audio, seconds.
         silence_ends_turn: False: silence never ends the turn; only :meth:`flush` does (a commit,
             or the caller's own decision). Speech onsets are still reported (barge-in, overlap).
         report_pauses: report ``pause`` / ``resumed`` (default: as ``silence_ends_turn``). Push-to-talk
             (``turn_policy.detector: manual``) has neither; the learned detector keeps pauses.
+        far_speech_gate: refuse onsets far below the user's level (``turn_policy.far_speech_drop_db``;
+            push-to-talk has none: the user says when they speak, and a commit takes what they said).
     """
 
     def __init__(self, vad: StreamingVad, config: Any, *, pad_ms: float = 200.0, max_utterance_s: float = 30.0,
-                 silence_ends_turn: bool = True, report_pauses: bool | None = None):
+                 silence_ends_turn: bool = True, report_pauses: bool | None = None, far_speech_gate: bool = True):
         self._vad = vad
         self._silence_ends_turn = silence_ends_turn
         self._report_pauses = silence_ends_turn if report_pauses is None else report_pauses
@@ -48,6 +59,12 @@ class SilenceTurnDetector(TurnDetector):
         self._pad = ms_to_samples(pad_ms, INPUT_SAMPLE_RATE_HZ)
         self._max_keep = int(max_utterance_s * INPUT_SAMPLE_RATE_HZ)
         self._win = int(vad.window_samples)
+        drop = getattr(config, "far_speech_drop_db", None) if far_speech_gate else None
+        self.level_gate: SpeechLevelGate | None = None if drop is None else \
+            SpeechLevelGate(float(getattr(config, "speech_level_reference_dbfs", -20.0)), float(drop))
+        """The far-speech gate (None: off); it outlives :meth:`reset_all` (the user's level is theirs)."""
+        self.onset_level_dbfs: float | None = None
+        """Active level of the last speech onset's windows (admitted or not), dBFS."""
         self.reset_all()
 
     def reset_all(self) -> None:
@@ -63,12 +80,15 @@ class SilenceTurnDetector(TurnDetector):
         self._speaking = False
         self._cand_speech = 0  # speech samples since the last long silence (pre-onset)
         self._cand_start: int | None = None
+        self._cand_energy = 0.0  # sum of squares of the candidate's speech windows
+        self._turn_energy = 0.0  # ... and of the turn's (its level teaches the gate)
         self._onset = 0
         self._last_speech_end = 0
         self._speech_samples = 0
         self._silence_run = 0
         self._paused = False
         self._resume_run = 0  # speech windows since a pause (a resumption needs min_speech_ms)
+        self._resume_energy = 0.0
 
     def reset(self) -> None:
         """Forget the utterance in progress."""
@@ -97,32 +117,38 @@ class SilenceTurnDetector(TurnDetector):
             start = self._pos
             self._pos += self._win
             speech = float(p) >= self._threshold
+            energy = self._window_energy(start) if speech else 0.0
             if not self._speaking:
                 if speech:
                     if self._cand_start is None:
                         self._cand_start = start
                     self._cand_speech += self._win
+                    self._cand_energy += energy
                     self._silence_run = 0
-                    if self._cand_speech >= self._min_speech_samples:
+                    if self._cand_speech >= self._min_speech_samples and self._admit_onset():
                         self._speaking = True
                         self._onset = self._cand_start
                         self._speech_samples = self._cand_speech
+                        self._turn_energy = self._cand_energy
                         self._last_speech_end = self._pos
                         signals.append(TurnSignal("speech_started", self._onset))
                 else:
                     self._silence_run += self._win
                     if self._silence_run >= self._eot_samples:
-                        self._cand_speech, self._cand_start = 0, None
+                        self._cand_speech, self._cand_start, self._cand_energy = 0, None, 0.0
             else:
                 if speech and self._paused:
                     # After a pause, only ``min_speech_ms`` of speech resumes the turn: a breath or a
                     # click would otherwise throw away the speculative reply (and delay the answer).
                     self._resume_run += self._win
+                    self._resume_energy += energy
                     if self._resume_run >= self._min_speech_samples:
                         self._paused = False
                         self._speech_samples += self._resume_run
+                        self._turn_energy += self._resume_energy
                         self._last_speech_end = self._pos
                         self._silence_run = self._resume_run = 0
+                        self._resume_energy = 0.0
                         signals.append(TurnSignal("resumed", start))
                     else:
                         self._silence_run += self._win
@@ -130,10 +156,11 @@ class SilenceTurnDetector(TurnDetector):
                             signals.append(self._end_turn())
                 elif speech:
                     self._speech_samples += self._win
+                    self._turn_energy += energy
                     self._last_speech_end = self._pos
                     self._silence_run = 0
                 else:
-                    self._resume_run = 0
+                    self._resume_run, self._resume_energy = 0, 0.0
                     self._silence_run += self._win
                     if self._silence_ends_turn and self._silence_run >= self._eot_samples:
                         signals.append(self._end_turn())
@@ -141,6 +168,24 @@ class SilenceTurnDetector(TurnDetector):
                         self._paused = True
                         signals.append(self._utterance_signal("pause"))
         return signals
+
+    def _window_energy(self, start: int) -> float:
+        """Sum of squares of the VAD window that starts at input sample ``start``."""
+        i = start - self._ring_start
+        return window_energy(self._ring[max(0, i) : i + self._win])
+
+    def _admit_onset(self) -> bool:
+        """Whether the candidate's speech windows are loud enough to be the user (see the gate);
+        a refused candidate starts over (its windows count no more)."""
+        self.onset_level_dbfs = active_level_dbfs(self._cand_energy, self._cand_speech)
+        if self.level_gate is None or self.level_gate.admits(self.onset_level_dbfs):
+            return True
+        self._cand_speech, self._cand_start, self._cand_energy = 0, None, 0.0
+        return False
+
+    @property
+    def far_speech_refused(self) -> int:
+        return self.level_gate.refused if self.level_gate is not None else 0
 
     @property
     def window_samples(self) -> int:
@@ -177,7 +222,7 @@ class SilenceTurnDetector(TurnDetector):
     def flush(self) -> TurnSignal | None:
         """End the utterance in progress now (a commit); ``None`` when the user is silent."""
         if not self._speaking:
-            self._cand_speech, self._cand_start = 0, None
+            self._cand_speech, self._cand_start, self._cand_energy = 0, None, 0.0
             return None
         return self._end_turn()
 
@@ -190,5 +235,7 @@ class SilenceTurnDetector(TurnDetector):
 
     def _end_turn(self) -> TurnSignal:
         sig = self._utterance_signal("end_of_turn")
+        if self.level_gate is not None:
+            self.level_gate.learn(active_level_dbfs(self._turn_energy, self._speech_samples))
         self._reset_turn()
         return sig
