@@ -162,3 +162,17 @@ def test_push_to_talk_has_no_gate(policy, speech):
     sigs = feed(det, np.concatenate([silence(0.3), at_db(speech, -24.0), silence(1.0)]))
     assert [s.kind for s in sigs] == ["speech_started"]
     assert det.flush().kind == "end_of_turn"
+
+
+def test_a_far_talker_who_gets_louder_for_a_moment_still_starts_no_turn(policy, speech):
+    """Once an onset was refused, the next one (before a long silence) must be louder still: a
+    TV's louder sentence 18 dB down, right after a quieter one, is still the TV."""
+    far = np.concatenate([at_db(speech, -24.0), silence(0.2), at_db(speech, -18.0)])
+    assert turns(detector(policy), far) == []
+    assert turns(detector(policy), at_db(speech, -18.0))[0] == "speech_started"  # alone, it would pass
+
+
+def test_the_user_talking_right_after_far_speech_is_heard(policy, speech):
+    det = detector(policy)
+    kinds = turns(det, np.concatenate([at_db(speech, -24.0), silence(0.2), speech]))
+    assert kinds == ["speech_started", "pause", "end_of_turn"] and det.far_speech_refused >= 1

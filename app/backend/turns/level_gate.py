@@ -20,6 +20,11 @@ ADAPT: Final[float] = 0.3
 """Weight of a finished turn's level in the running reference (dB domain): a user who speaks
 softer or louder moves the gate within a few turns, one shout does not."""
 
+HYSTERESIS_DB: Final[float] = 6.0
+"""While far speech goes on (an onset was refused and no long silence has passed since), a new
+onset must be this much louder than the threshold: the far talker's louder syllables do not get
+through, the user's own voice over it (some 20 dB louder) does."""
+
 SILENT_DBFS: Final[float] = -120.0
 """The level reported for digital silence (no energy at all)."""
 
@@ -73,9 +78,11 @@ class SpeechLevelGate:
         """Onsets quieter than this are refused, dBFS."""
         return self._reference - self._drop
 
-    def admits(self, level_dbfs: float) -> bool:
-        """Whether an onset at ``level_dbfs`` (active level of its speech windows) is the user's."""
-        if level_dbfs >= self.threshold_dbfs:
+    def admits(self, level_dbfs: float, *, far_speech_going_on: bool = False) -> bool:
+        """Whether an onset at ``level_dbfs`` (active level of its speech windows) is the user's;
+        ``far_speech_going_on``: an onset was refused and no long silence has passed since (the
+        threshold is then :data:`HYSTERESIS_DB` higher)."""
+        if level_dbfs >= self.threshold_dbfs + (HYSTERESIS_DB if far_speech_going_on else 0.0):
             return True
         self.refused += 1
         return False

@@ -11,7 +11,8 @@ State machine over per-window speech probabilities (Silero VAD windows of 32 ms)
   end of the last speech window, plus ``pad_ms``;
 * with a :class:`~app.backend.turns.level_gate.SpeechLevelGate` (``turn_policy.far_speech_drop_db``),
   an onset whose speech windows are far below the user's own level (a TV, someone across the room)
-  is refused: the candidate starts over. Each finished turn teaches the gate the user's level.
+  is refused: the candidate starts over, and until a long silence a new onset must be louder
+  still (hysteresis). Each finished turn teaches the gate the user's level.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class SilenceTurnDetector(TurnDetector):
         self._cand_speech = 0  # speech samples since the last long silence (pre-onset)
         self._cand_start: int | None = None
         self._cand_energy = 0.0  # sum of squares of the candidate's speech windows
+        self._far_run = False  # an onset was refused as far speech; no long silence since
         self._turn_energy = 0.0  # ... and of the turn's (its level teaches the gate)
         self._onset = 0
         self._last_speech_end = 0
@@ -136,6 +138,7 @@ class SilenceTurnDetector(TurnDetector):
                     self._silence_run += self._win
                     if self._silence_run >= self._eot_samples:
                         self._cand_speech, self._cand_start, self._cand_energy = 0, None, 0.0
+                        self._far_run = False
             else:
                 if speech and self._paused:
                     # After a pause, only ``min_speech_ms`` of speech resumes the turn: a breath or a
@@ -178,9 +181,12 @@ class SilenceTurnDetector(TurnDetector):
         """Whether the candidate's speech windows are loud enough to be the user (see the gate);
         a refused candidate starts over (its windows count no more)."""
         self.onset_level_dbfs = active_level_dbfs(self._cand_energy, self._cand_speech)
-        if self.level_gate is None or self.level_gate.admits(self.onset_level_dbfs):
+        if self.level_gate is None or self.level_gate.admits(self.onset_level_dbfs,
+                                                             far_speech_going_on=self._far_run):
+            self._far_run = False
             return True
         self._cand_speech, self._cand_start, self._cand_energy = 0, None, 0.0
+        self._far_run = True
         return False
 
     @property
