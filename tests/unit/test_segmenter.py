@@ -13,6 +13,7 @@ from app.backend.pipeline.segmenter import (
     FIRST_SEGMENT_MIN_WORDS,
     first_segment,
     segment_text,
+    split_at_fractions,
 )
 from app.constants import MAX_SEGMENT_CHARS
 
@@ -149,3 +150,24 @@ def test_a_settled_first_segment_is_a_prefix_of_every_continuation(words: list[s
     shorter = " ".join(seg.split()[:-1])
     assert len(seg.split()) == 1 or len(shorter.split()) < FIRST_SEGMENT_MIN_WORDS or len(shorter) < FIRST_SEGMENT_MIN_CHARS \
         or shorter[-1] in ",.!?", "it closes at the first word where it may"
+
+
+# ---------------------------------------------------------------- split_at_fractions
+@given(text=st.text(alphabet=st.sampled_from("ab ,.\n"), max_size=60),
+       fractions=st.lists(st.floats(0, 1), min_size=1, max_size=6).map(sorted))
+def test_split_at_fractions_loses_nothing_and_cuts_only_at_word_ends(text, fractions):
+    parts = split_at_fractions(text, fractions)
+    assert len(parts) == len(fractions)
+    assert "".join(parts) == text
+    pos = 0
+    for part in parts[:-1]:
+        pos += len(part)
+        assert pos in (0, len(text)) or (text[pos - 1].isspace() and not text[pos].isspace()), (text, parts)
+
+
+def test_split_at_fractions_follows_the_fractions():
+    text = "The capital of France is Paris, "
+    assert split_at_fractions(text, [0.3, 0.7, 1.0]) == ["The capital ", "of France ", "is Paris, "]
+    assert split_at_fractions(text, [1.0]) == [text]
+    assert split_at_fractions(text, []) == []
+    assert split_at_fractions("Hi", [0.5, 1.0]) == ["Hi", ""]  # one word: all of it with the first chunk

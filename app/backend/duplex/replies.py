@@ -240,8 +240,10 @@ class ReplyRunner:
             prompt = ThinkerPrompt(settings.instructions, history, text, [seen] if seen else [])
             stream = pipe.stream_reply(r.ctx, prompt, params)  # segments as the Thinker writes them
             if self._settings().speech_out:
+                first = True
                 async for chunk in pipe.speak(r.ctx, stream):
-                    if chunk.index == 0:
+                    if first:
+                        first = False
                         log.debug("session %s: %s first speech at %.0f ms", self._id, r.response_id,
                                   (time.perf_counter() - t0) * 1e3)
                     await self._post(Posted(r, "chunk", chunk))
@@ -333,7 +335,8 @@ class ReplyRunner:
             self._emit(E.ResponseSpeak(epoch=r.epoch, response_id=r.response_id))
         audio_ms = chunk.audio.size * 1000.0 / rate
         r.clock.release(chunk.text, audio_ms)
-        self._unit_text_tokens += max(1, len(chunk.text) // 4) + 1
+        if chunk.text:
+            self._unit_text_tokens += max(1, len(chunk.text) // 4) + 1
         if chunk.audio.size:
             end = r.producer_done and not r.chunks
             self._emit(E.AudioDelta(epoch=r.epoch, response_id=r.response_id, audio=chunk.audio, sample_rate_hz=rate,

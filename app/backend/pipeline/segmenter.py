@@ -137,3 +137,35 @@ def first_segment(raw: str, max_chars: int = MAX_SEGMENT_CHARS) -> str | None:
     if taken and len(" ".join([*taken, words[len(taken)]])) > max_chars:
         return " ".join(taken) + " "  # the budget is full: close here
     return None
+
+
+def split_at_fractions(text: str, fractions: list[float]) -> list[str]:
+    """Cut one segment's text into consecutive parts that end near the given fractions of it.
+
+    Used to give each Code2Wav chunk of a segment the part of the text its audio speaks (the
+    ``k``-th chunk ends ``fractions[k]`` of the way through the segment's codec frames). Cuts
+    fall at word boundaries (the whitespace trails, as in :func:`segment_text`); a part may be
+    empty, the last part takes the rest, and ``"".join(parts) == text`` always holds.
+
+    Args:
+        text: the segment's text.
+        fractions: one per part, non-decreasing, each in [0, 1] (the last is treated as 1).
+
+    Returns:
+        ``len(fractions)`` strings (``[text]`` for a single fraction; ``[]`` for none).
+    """
+    if not fractions:
+        return []
+    ends = [m.end() for m in _TOKEN_RE.finditer(text)]  # cut positions after each word
+    parts: list[str] = []
+    prev = 0
+    for k, f in enumerate(fractions):
+        if k == len(fractions) - 1:
+            cut = len(text)
+        else:
+            target = min(max(f, 0.0), 1.0) * len(text)
+            cut = min((e for e in ends if e >= prev), key=lambda e: abs(e - target), default=prev)
+            cut = max(cut, prev)
+        parts.append(text[prev:cut])
+        prev = cut
+    return parts

@@ -37,6 +37,7 @@ import numpy as np
 
 from app.backend.metrics import EngineMetrics
 from app.backend.pipeline.reply_stream import EARLY_MIN_TOKENS, OnText, ReplyStream
+from app.backend.pipeline.segmenter import split_at_fractions
 from app.backend.pipeline.stages import (
     Code2WavStream,
     GeneratedReply,
@@ -298,14 +299,14 @@ class StageWorker:
 
 @dataclass
 class AudioChunk:
-    """Speech for one text segment, as it leaves Code2Wav.
+    """Speech for one Code2Wav chunk of a text segment, as it leaves Code2Wav.
 
     Attributes:
-        index: segment index within the response (0-based).
-        text: the segment's text (its transcript delta).
+        index: segment index within the response (0-based; a segment's chunks share it).
+        text: the part of the segment's text this chunk speaks (its transcript delta; may be empty).
         audio: float32 mono at the family's output rate (24 kHz).
         final: last chunk of the response.
-        compute_s: Talker+Code2Wav time spent on this segment, seconds.
+        compute_s: Talker+Code2Wav time spent on this chunk (the Talker's on a segment's first), seconds.
     """
 
     index: int
@@ -421,14 +422,17 @@ class Pipeline:
     # -- Talker + Code2Wav --------------------------------------------------------------
     async def speak(self, ctx: RequestContext,
                     segments: Sequence[str] | AsyncIterable[tuple[str, bool]]) -> AsyncIterator[AudioChunk]:
-        """Stream speech for ``segments``, one :class:`AudioChunk` per segment, in order.
+        """Stream speech for ``segments``: one :class:`AudioChunk` per Code2Wav chunk, in order.
 
         ``segments`` is either the whole list of texts, or ``(text, last)`` pairs that arrive while
         the reply is written (a :class:`ReplyStream`); a ``("", True)`` pair only closes the
         stream (its chunk carries the held-back tail of the audio and no text). The Talker runs
         ahead of Code2Wav through a bounded connector (2 segments). Codec tokens go to Code2Wav
-        in chunks of ``codec_chunk_frames``; the last push of the response is ``final`` so
-        Code2Wav flushes its look-ahead.
+        in chunks of ``codec_chunk_frames``, and each chunk's audio goes out as soon as Code2Wav
+        has made it (not once the whole segment is voiced), with the part of the segment's text it
+        speaks (:func:`~app.backend.pipeline.segmenter.split_at_fractions`; a chunk Code2Wav held
+        back entirely is skipped and its text goes with the next). The last push of the response is
+        ``final`` so Code2Wav flushes its look-ahead.
 
         Raises:
             RequestCancelled: ``ctx`` was cancelled.
@@ -464,21 +468,31 @@ class Pipeline:
                 if isinstance(got, Exception):
                     raise got
                 i, text, tokens, last_seg, talk_s = got
-                t0 = time.perf_counter()
-                pieces = []
                 step = self.codec_chunk_frames
                 starts = list(range(0, len(tokens), step)) or [0]
-                for j, s in enumerate(starts):
-                    final = last_seg and j == len(starts) - 1
-                    pieces.append(await self.code2wav.submit(ctx, (stream, tokens[s : s + step], final)))
-                audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
-                compute_s = talk_s + time.perf_counter() - t0
-                if audio.size:
-                    self.metrics.audio_s.inc(audio.size / rate)
-                    self.metrics.rtf.observe(compute_s / (audio.size / rate))
-                if i == 0 and isinstance(segments, ReplyStream):
-                    segments.first_voiced()
-                yield AudioChunk(i, text, audio.astype(np.float32, copy=False), last_seg, compute_s)
+                n = max(len(tokens), 1)
+                texts = split_at_fractions(text, [min(s + step, n) / n for s in starts])
+                carried, carried_s, yielded = "", talk_s, False  # text and compute not yet handed out
+                seg_audio, seg_s = 0, talk_s
+                for j, s in enumerate(starts):  # each Code2Wav chunk goes out as soon as it is made
+                    t0 = time.perf_counter()
+                    last_piece = j == len(starts) - 1
+                    audio = await self.code2wav.submit(ctx, (stream, tokens[s : s + step], last_seg and last_piece))
+                    c2w_s = time.perf_counter() - t0
+                    seg_s += c2w_s
+                    seg_audio += audio.size
+                    carried += texts[j]
+                    carried_s += c2w_s
+                    if not audio.size and not (last_piece and (carried or not yielded or last_seg)):
+                        continue  # Code2Wav held it all back (its look-ahead): the text waits for audio
+                    if i == 0 and not yielded and isinstance(segments, ReplyStream):
+                        segments.first_voiced()
+                    yield AudioChunk(i, carried, audio.astype(np.float32, copy=False), last_seg and last_piece,
+                                     carried_s)
+                    carried, carried_s, yielded = "", 0.0, True
+                if seg_audio:
+                    self.metrics.audio_s.inc(seg_audio / rate)
+                    self.metrics.rtf.observe(seg_s / (seg_audio / rate))
                 if last_seg:
                     break
         finally:
