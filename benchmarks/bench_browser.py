@@ -158,7 +158,7 @@ class Row:
 def _server(row: Row, host_url: str | None, wrap: Sequence[str]) -> ServerProcess:
     cfg = None
     if row.detector != "silence":
-        cfg = write_deploy_yaml({"turn_policy": {"detector": row.detector}})
+        cfg = write_deploy_yaml({"turn_policy": {"detector": row.detector}}, tree=row.tree)
     srv = ServerProcess(deploy_config=cfg, tree=row.tree, env={"OMNI_PAGE_TRACE": "1"}, wrap=wrap)
     srv.args = [a for a in srv.args if a != "--no-ui"]
     srv.args[srv.args.index("--host") + 1] = "0.0.0.0"

@@ -913,7 +913,7 @@ def main(argv: list[str] | None = None) -> int:
                     notes.append(f"{label}: --server-url given, so --detector {name} is only a label (no override).")
                 tg["deploy_overrides"] = None
             else:
-                cfg = C.write_deploy_yaml(overrides) if overrides else None
+                cfg = C.write_deploy_yaml(overrides, tree=tree) if overrides else None
                 srv = C.ServerProcess(deploy_config=cfg, tree=tree)
                 try:
                     ready = srv.start()

@@ -325,8 +325,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_deploy_yaml(overrides: dict[str, Any], directory: Path | None = None) -> Path:
+def write_deploy_yaml(overrides: dict[str, Any], directory: Path | None = None, tree: str | Path | None = None) -> Path:
     """A temporary deploy YAML: ``base_config: <repo>/configs/tiny.yaml`` plus ``overrides``.
+
+    ``tree``: another checkout whose server will read it (``ServerProcess(tree=...)``): its own
+    ``configs/tiny.yaml`` is the base (an older tree's schema may lack keys this one has).
 
     ``overrides`` are top-level sections, e.g. ``{"duplex_session": {"chunk_period_ms": 500}}``;
     the loader merges our sections key by key and ``stages`` entry by entry on ``stage_id``.
@@ -335,7 +338,8 @@ def write_deploy_yaml(overrides: dict[str, Any], directory: Path | None = None) 
 
     directory = directory or Path(tempfile.mkdtemp(prefix="omni-bench-"))
     path = directory / "deploy.yaml"
-    path.write_text(yaml.safe_dump({"base_config": str(TINY_YAML), **overrides}, sort_keys=False), encoding="utf-8")
+    base = Path(tree) / "configs" / "tiny.yaml" if tree is not None else TINY_YAML
+    path.write_text(yaml.safe_dump({"base_config": str(base), **overrides}, sort_keys=False), encoding="utf-8")
     return path
 
 
