@@ -853,6 +853,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reply-window-s", type=float, default=REPLY_WINDOW_S)
     p.add_argument("--warmup", type=int, choices=(0, 1), default=1, help="one unmeasured dialogue per server first")
     p.add_argument("--fresh", action="store_true", help="drop rows of other detectors from an existing turns.json")
+    p.add_argument("--result-name", default="turns",
+                   help="write benchmarks/results/<name>.json (default turns; e.g. turns_nonspeech for another set)")
     p.add_argument("--dataset-root", type=Path, default=None)
     p.add_argument("--baseline-tree", type=Path, default=None,
                    help="another checkout (e.g. a git worktree of an older commit): each detector also runs on a "
@@ -944,7 +946,7 @@ def main(argv: list[str] | None = None) -> int:
                      "loadavg_1_5_15_at_start": result["machine"]["loadavg_1_5_15_at_start"],
                      "summary": summ, "failed": tg["failed"], "dialogues": recs})
     # merge with an earlier file on the same dataset: one row per label
-    path = C.RESULTS_DIR / "turns.json"
+    path = C.RESULTS_DIR / f"{args.result_name}.json"
     if path.exists() and not args.fresh:
         with contextlib.suppress(OSError, ValueError, KeyError):
             old = json.loads(path.read_text())
@@ -974,7 +976,7 @@ def main(argv: list[str] | None = None) -> int:
     result["notes"] = notes
     result["wall_s"] = time.monotonic() - t_bench
     result["finished_at"] = C.now_iso()
-    out = C.write_result("turns", C.round_floats(result, 3))
+    out = C.write_result(args.result_name, C.round_floats(result, 3))
     print(f"[turns] wrote {out.relative_to(C.ROOT)} in {result['wall_s']:.0f} s", flush=True)
     return 0
 

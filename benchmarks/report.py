@@ -478,7 +478,7 @@ def render(results: Path) -> str:
             out += section_chat(data)
         elif name.startswith("duplex"):
             out += section_duplex(data)
-        elif name == "turns":
+        elif name.startswith("turns"):
             out += section_turns(data)
         elif data.get("benchmark") == "browser" and isinstance(data.get("rows"), dict):
             out += section_browser(data)

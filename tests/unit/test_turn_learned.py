@@ -193,6 +193,21 @@ def test_a_backchannel_is_a_listener_response_and_nothing_else(text: str, listen
     assert backchannel(text) is listener
 
 
+@pytest.mark.parametrize("text,answered", [
+    ("Oh", False), ("Oh.", False), ("Hmm...", False), ("Um, uh", False), ("Ahh!", False),  # a sound, no request
+    ("[Music]", False), ("", False), ("a", False),
+    ("Huh?", True), ("Eh?", True),  # "say that again"
+    ("Mm-hmm.", True), ("Uh-huh.", True),  # they can mean yes
+    ("Oh, what time is it?", True), ("Hmm, tell me about the sun.", True), ("No.", True),
+])
+def test_what_is_worth_answering(text: str, answered: bool) -> None:
+    """An utterance of interjections alone ("Oh", "Hmm": Whisper also writes a tone melody as "Oh")
+    is not a turn to answer: the assistant waits while the user thinks."""
+    from app.backend.duplex.replies import meaningful
+
+    assert meaningful(text) is answered
+
+
 @pytest.mark.parametrize("heard,echo", [
     ("The capital of France is Paris.", True),  # its own reply, back through the microphone
     ("capital France", True),

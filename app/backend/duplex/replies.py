@@ -38,6 +38,7 @@ from app.backend.pipeline.workers import (
     StageError,
 )
 from app.backend.protocol import events as E
+from app.backend.turns.text_cues import only_interjection
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +65,12 @@ class Posted:
 
 
 def meaningful(text: str | None) -> bool:
-    """An ASR result worth answering: at least two letters that are not only filler/noise tags."""
+    """An ASR result worth answering: at least two letters that are not only a noise tag
+    ("[Music]") or interjections ("Oh.", "Hmm": :func:`~app.backend.turns.text_cues.only_interjection`)."""
     if not text:
         return False
     letters = sum(ch.isalpha() for ch in text)
-    return letters >= 2 and not (text.startswith("[") and text.endswith("]"))
+    return letters >= 2 and not (text.startswith("[") and text.endswith("]")) and not only_interjection(text)
 
 
 class ReplyRunner:

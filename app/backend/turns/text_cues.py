@@ -78,6 +78,19 @@ def backchannel(text: str) -> bool:
     return all(w in BACKCHANNEL_WORDS or _HUM.match(w) for w in t.split())
 
 
+INTERJECTIONS: Final[frozenset[str]] = frozenset([
+    "oh", "ohh", "ah", "ahh", "aah", "ooh", "uh", "um", "umm", "er", "erm", "hm", "hmm", "hmmm", "mm", "mmm"])
+"""Sounds that are no request when said alone: surprise ("oh"), thinking ("hmm", "um"). Not "huh"
+or "eh" (they ask to hear it again), nor "mm-hm" / "uh-huh" (they can mean yes). Whisper also
+writes a tone melody or a door's squeak as "Oh"."""
+
+
+def only_interjection(text: str) -> bool:
+    """Whether ``text`` is nothing but interjections ("Oh.", "Hmm, um"): a sound, not a turn to answer."""
+    words = [w.lower() for w in _HYPHENATED_WORD.findall(text)]
+    return bool(words) and all(w in INTERJECTIONS for w in words)
+
+
 ECHO_WORD_SHARE: Final[float] = 0.6
 """An overlap whose content words are at least this share words the assistant has just said is
 taken for its own voice coming back through the microphone."""
