@@ -25,6 +25,7 @@ decodes segment i.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -444,7 +445,6 @@ class Pipeline:
             segments.will_voice()
         connector: asyncio.Queue[Any] = asyncio.Queue(maxsize=2)
         stream = self.family.code2wav.new_stream()
-        rate = self.family.capabilities.output_sample_rate_hz
 
         async def talk() -> None:
             try:
@@ -468,31 +468,12 @@ class Pipeline:
                 if isinstance(got, Exception):
                     raise got
                 i, text, tokens, last_seg, talk_s = got
-                step = self.codec_chunk_frames
-                starts = list(range(0, len(tokens), step)) or [0]
-                n = max(len(tokens), 1)
-                texts = split_at_fractions(text, [min(s + step, n) / n for s in starts])
-                carried, carried_s, yielded = "", talk_s, False  # text and compute not yet handed out
-                seg_audio, seg_s = 0, talk_s
-                for j, s in enumerate(starts):  # each Code2Wav chunk goes out as soon as it is made
-                    t0 = time.perf_counter()
-                    last_piece = j == len(starts) - 1
-                    audio = await self.code2wav.submit(ctx, (stream, tokens[s : s + step], last_seg and last_piece))
-                    c2w_s = time.perf_counter() - t0
-                    seg_s += c2w_s
-                    seg_audio += audio.size
-                    carried += texts[j]
-                    carried_s += c2w_s
-                    if not audio.size and not (last_piece and (carried or not yielded or last_seg)):
-                        continue  # Code2Wav held it all back (its look-ahead): the text waits for audio
-                    if i == 0 and not yielded and isinstance(segments, ReplyStream):
-                        segments.first_voiced()
-                    yield AudioChunk(i, carried, audio.astype(np.float32, copy=False), last_seg and last_piece,
-                                     carried_s)
-                    carried, carried_s, yielded = "", 0.0, True
-                if seg_audio:
-                    self.metrics.audio_s.inc(seg_audio / rate)
-                    self.metrics.rtf.observe(seg_s / (seg_audio / rate))
+                async with contextlib.aclosing(self._voice_segment(ctx, stream, i, text, tokens, last_seg,
+                                                                   talk_s)) as chunks:
+                    async for chunk in chunks:
+                        if i == 0 and isinstance(segments, ReplyStream):
+                            segments.first_voiced()  # (once is enough; later calls do nothing)
+                        yield chunk
                 if last_seg:
                     break
         finally:
@@ -502,6 +483,35 @@ class Pipeline:
                 await talker_task
             except (asyncio.CancelledError, RequestCancelled, StageError):
                 pass
+
+    async def _voice_segment(self, ctx: RequestContext, stream: Code2WavStream, index: int, text: str,
+                             tokens: np.ndarray, last_seg: bool, talk_s: float) -> AsyncIterator[AudioChunk]:
+        """One segment's codec tokens through Code2Wav, ``codec_chunk_frames`` at a time: each chunk's
+        audio is yielded as soon as it is made, with the part of ``text`` it speaks (a chunk Code2Wav
+        held back entirely, its look-ahead, is not yielded: its words go with the next)."""
+        step = self.codec_chunk_frames
+        starts = list(range(0, len(tokens), step)) or [0]
+        n = max(len(tokens), 1)
+        texts = split_at_fractions(text, [min(s + step, n) / n for s in starts])
+        carried, carried_s, yielded = "", talk_s, False  # words and compute not yet handed out
+        seg_samples, seg_s = 0, talk_s
+        for j, s in enumerate(starts):
+            t0 = time.perf_counter()
+            last_piece = j == len(starts) - 1
+            audio = await self.code2wav.submit(ctx, (stream, tokens[s : s + step], last_seg and last_piece))
+            c2w_s = time.perf_counter() - t0
+            seg_s += c2w_s
+            seg_samples += audio.size
+            carried += texts[j]
+            carried_s += c2w_s
+            if not audio.size and not (last_piece and (carried or not yielded or last_seg)):
+                continue
+            yield AudioChunk(index, carried, audio.astype(np.float32, copy=False), last_seg and last_piece, carried_s)
+            carried, carried_s, yielded = "", 0.0, True
+        if seg_samples:
+            rate = self.family.capabilities.output_sample_rate_hz
+            self.metrics.audio_s.inc(seg_samples / rate)
+            self.metrics.rtf.observe(seg_s / (seg_samples / rate))
 
 
 async def _pairs(texts: list[str]) -> AsyncIterator[tuple[str, bool]]:
