@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 OUT = ROOT / "BENCHMARKS.md"
 
-ORDER = ["chat", "duplex", "duplex_silence", "turns", "turn_decisions_test", "turn_decisions_dev", "browser",
-         "browser_impaired", "remote", "scale", "fuzz", "soak"]
+ORDER = ["chat", "duplex", "duplex_first_chunk", "duplex_check", "duplex_silence", "turns", "turns_nonspeech",
+         "turn_decisions_test", "turn_decisions_dev", "browser", "browser_page_ux", "browser_first_segment",
+         "browser_impaired", "echo", "remote", "scale", "fuzz", "soak"]
 """Known result files, in the order their sections appear; others follow alphabetically."""
 
 DEFAULT_REPRODUCE = {
