@@ -76,6 +76,22 @@ async def test_a_question_with_a_filler_pause_gets_one_reply_after_the_whole_que
     assert sum(m["turn_scores"] for m in metrics) >= 2  # the filler pause and the end were both scored
 
 
+async def test_far_speech_starts_no_turn_and_the_unit_metrics_say_so(smart, speech_dir):
+    """A question 26 dB below the normal level (a TV across the room) starts no turn; the same
+    question at the normal level right after is answered (one turn, one reply)."""
+    normal = ssml_pcm("What is the capital of France?", speech_dir / "far_capital.wav", lead_s=0.3, tail_s=0.0)
+    quiet = float_to_pcm16(np.frombuffer(normal, np.int16).astype(np.float32) / 32768.0 * 10 ** (-26 / 20))
+    pcm = quiet + silence(1.5) + normal + silence(2.0)
+    ev = await _session(smart.ws_url, pcm, realtime=False)
+    assert_invariants(ev, "far_speech")
+    starts = [ms for kind, ms in _turns(ev) if kind == "input_audio_buffer.speech_started"]
+    quiet_ms = len(quiet) / 2 / INPUT_SAMPLE_RATE_HZ * 1000
+    assert len(starts) == 1 and starts[0] > quiet_ms, (starts, quiet_ms)
+    metrics = [e for e in ev if e["type"] == "session.unit_metrics"]
+    assert sum(m["far_speech_ignored"] for m in metrics) == 1
+    assert len([e for e in ev if e["type"] == "response.created"]) == 1
+
+
 async def test_turns_are_the_same_at_real_time_and_as_fast_as_possible(smart, speech_dir):
     pcm = ssml_pcm('What is the capital <break time="700ms"/> of France?', speech_dir / "paused_capital.wav",
                    tail_s=1.5)

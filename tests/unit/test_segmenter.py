@@ -163,6 +163,8 @@ def test_split_at_fractions_loses_nothing_and_cuts_only_at_word_ends(text, fract
     for part in parts[:-1]:
         pos += len(part)
         assert pos in (0, len(text)) or (text[pos - 1].isspace() and not text[pos].isspace()), (text, parts)
+    if len(text.split()) >= len(fractions):  # as many words as chunks: every chunk speaks one
+        assert all(p.strip() for p in parts), (text, fractions, parts)
 
 
 def test_split_at_fractions_follows_the_fractions():

@@ -344,8 +344,9 @@ class ReplyRunner:
             self._emit(E.AudioDelta(epoch=r.epoch, response_id=r.response_id, audio=chunk.audio, sample_rate_hz=rate,
                                     audio_duration_ms=r.clock.sent_ms, text_chars=len(r.clock.text_sent),
                                     end_of_turn=end, session_id=self._id))
-            if chunk.text:  # (the audio's held-back tail may come alone, with no text)
-                self._emit(E.TranscriptDelta(epoch=r.epoch, response_id=r.response_id, delta=chunk.text))
+            # exactly one transcript delta per audio delta (vLLM-Omni's invariant), empty when the
+            # chunk speaks no new word (a one-word segment over two chunks, the held-back tail)
+            self._emit(E.TranscriptDelta(epoch=r.epoch, response_id=r.response_id, delta=chunk.text))
         elif chunk.text:
             self._emit(E.TextDelta(epoch=r.epoch, response_id=r.response_id, delta=chunk.text))
         r.deltas += 1

@@ -510,7 +510,8 @@ class DuplexSession:
         scores, score_ms = self._turns.take_score_stats()
         self._emit(E.UnitMetrics(epoch=self.epoch, unit_index=k, compute_ms=compute_ms, context_tokens=self._ctx.total,
                                  max_context_tokens=self._ctx.max_tokens, decision=decision,
-                                 seen_text=self._camera.seen_text, turn_scores=scores, turn_score_ms=score_ms))
+                                 seen_text=self._camera.seen_text, turn_scores=scores, turn_score_ms=score_ms,
+                                 far_speech_ignored=self._turns.take_far_speech()))
         if overflow:
             self._error("context_length_exceeded", f"context of {self._ctx.total} tokens exceeds "
                         f"{self._ctx.max_tokens} and nothing more can be dropped", error_type="server_error")

@@ -96,6 +96,7 @@ class TurnTracker:
         self._post = post
         self._on_decision = on_decision
         self._on_far_speech = on_far_speech
+        self._far_in_unit = 0  # far-speech stretches ignored since the last unit's metrics
         self._busy_s = 0.0
         self._score_s = 0.0
         self._score_calls = 0
@@ -124,7 +125,8 @@ class TurnTracker:
         self._busy_s += time.perf_counter() - t0
         far = self._detector.far_speech_refused - far
         if far:
-            log.debug("far speech: %d onset(s) below the user's level ignored", far)
+            log.debug("far speech: %d stretch(es) below the user's level ignored", far)
+            self._far_in_unit += far
             if self._on_far_speech is not None:
                 self._on_far_speech(far)
         if self._on_decision is not None and any(s.kind == "end_of_turn" for s in signals) and \
@@ -260,6 +262,11 @@ class TurnTracker:
         out = (self._score_calls, self._score_s * 1000.0)
         self._score_calls, self._score_s = 0, 0.0
         return out
+
+    def take_far_speech(self) -> int:
+        """Far-speech stretches ignored since the last call (``unit_metrics.far_speech_ignored``)."""
+        n, self._far_in_unit = self._far_in_unit, 0
+        return n
 
     def flush(self) -> TurnSignal | None:
         """End the utterance in progress now (a commit); ``None`` when the user is silent."""

@@ -144,8 +144,9 @@ def split_at_fractions(text: str, fractions: list[float]) -> list[str]:
 
     Used to give each Code2Wav chunk of a segment the part of the text its audio speaks (the
     ``k``-th chunk ends ``fractions[k]`` of the way through the segment's codec frames). Cuts
-    fall at word boundaries (the whitespace trails, as in :func:`segment_text`); a part may be
-    empty, the last part takes the rest, and ``"".join(parts) == text`` always holds.
+    fall at word boundaries (the whitespace trails, as in :func:`segment_text`); every part holds
+    at least one word when there are as many words as parts (else the later parts may be empty),
+    the last part takes the rest, and ``"".join(parts) == text`` always holds.
 
     Args:
         text: the segment's text.
@@ -158,14 +159,18 @@ def split_at_fractions(text: str, fractions: list[float]) -> list[str]:
         return []
     ends = [m.end() for m in _TOKEN_RE.finditer(text)]  # cut positions after each word
     parts: list[str] = []
-    prev = 0
+    prev, used = 0, 0  # characters and words taken so far
     for k, f in enumerate(fractions):
-        if k == len(fractions) - 1:
+        left = len(fractions) - 1 - k  # parts still to come
+        if left == 0:
             cut = len(text)
         else:
+            lo = min(used + 1, len(ends))  # at least one more word, where there is one
+            hi = max(lo, len(ends) - left)  # ... and one left for each later part, where possible
             target = min(max(f, 0.0), 1.0) * len(text)
-            cut = min((e for e in ends if e >= prev), key=lambda e: abs(e - target), default=prev)
-            cut = max(cut, prev)
+            pick = min(range(lo, hi + 1), key=lambda n: abs((ends[n - 1] if n else 0) - target)) if ends else 0
+            used = max(pick, used)
+            cut = max(ends[used - 1] if used else 0, prev)
         parts.append(text[prev:cut])
         prev = cut
     return parts

@@ -298,6 +298,10 @@ class StageWorker:
             item.future.set_exception(value)
 
 
+TAIL_PAD_S = 0.02
+"""Silence that carries a reply's last words when Code2Wav made no audio for them, seconds."""
+
+
 @dataclass
 class AudioChunk:
     """Speech for one Code2Wav chunk of a text segment, as it leaves Code2Wav.
@@ -431,9 +435,11 @@ class Pipeline:
         ahead of Code2Wav through a bounded connector (2 segments). Codec tokens go to Code2Wav
         in chunks of ``codec_chunk_frames``, and each chunk's audio goes out as soon as Code2Wav
         has made it (not once the whole segment is voiced), with the part of the segment's text it
-        speaks (:func:`~app.backend.pipeline.segmenter.split_at_fractions`; a chunk Code2Wav held
-        back entirely is skipped and its text goes with the next). The last push of the response is
-        ``final`` so Code2Wav flushes its look-ahead.
+        speaks (:func:`~app.backend.pipeline.segmenter.split_at_fractions`). The last push of the
+        response is ``final`` so Code2Wav flushes its look-ahead. Every chunk yielded has audio
+        (but in a reply with no audio at all): the words of a chunk Code2Wav held back go with the
+        next chunk, and last words with no audio of their own get :data:`TAIL_PAD_S` of silence,
+        so a client gets one transcript delta per audio delta.
 
         Raises:
             RequestCancelled: ``ctx`` was cancelled.
@@ -445,6 +451,8 @@ class Pipeline:
             segments.will_voice()
         connector: asyncio.Queue[Any] = asyncio.Queue(maxsize=2)
         stream = self.family.code2wav.new_stream()
+        rate = self.family.capabilities.output_sample_rate_hz
+        pending, pending_s, voiced = "", 0.0, False  # words of chunks with no audio yet; any audio out
 
         async def talk() -> None:
             try:
@@ -471,9 +479,18 @@ class Pipeline:
                 async with contextlib.aclosing(self._voice_segment(ctx, stream, i, text, tokens, last_seg,
                                                                    talk_s)) as chunks:
                     async for chunk in chunks:
-                        if i == 0 and isinstance(segments, ReplyStream):
-                            segments.first_voiced()  # (once is enough; later calls do nothing)
-                        yield chunk
+                        words, compute_s, audio = pending + chunk.text, pending_s + chunk.compute_s, chunk.audio
+                        if not audio.size:
+                            if not (chunk.final and words):
+                                pending, pending_s = words, compute_s  # no audio yet: its words wait for some
+                                continue
+                            if voiced:  # the reply's last words came with no audio of their own
+                                audio = np.zeros(round(TAIL_PAD_S * rate), np.float32)
+                        if audio.size and not voiced and isinstance(segments, ReplyStream):
+                            segments.first_voiced()
+                        voiced = voiced or bool(audio.size)
+                        pending, pending_s = "", 0.0
+                        yield AudioChunk(chunk.index, words, audio, chunk.final, compute_s)
                 if last_seg:
                     break
         finally:
@@ -486,28 +503,23 @@ class Pipeline:
 
     async def _voice_segment(self, ctx: RequestContext, stream: Code2WavStream, index: int, text: str,
                              tokens: np.ndarray, last_seg: bool, talk_s: float) -> AsyncIterator[AudioChunk]:
-        """One segment's codec tokens through Code2Wav, ``codec_chunk_frames`` at a time: each chunk's
-        audio is yielded as soon as it is made, with the part of ``text`` it speaks (a chunk Code2Wav
-        held back entirely, its look-ahead, is not yielded: its words go with the next)."""
+        """One segment's codec tokens through Code2Wav, ``codec_chunk_frames`` at a time: each chunk
+        is yielded as soon as it is made, with the part of ``text`` it speaks (its audio may be empty:
+        Code2Wav's look-ahead held it back; :meth:`speak` then hands its words on with the next)."""
         step = self.codec_chunk_frames
         starts = list(range(0, len(tokens), step)) or [0]
         n = max(len(tokens), 1)
         texts = split_at_fractions(text, [min(s + step, n) / n for s in starts])
-        carried, carried_s, yielded = "", talk_s, False  # words and compute not yet handed out
         seg_samples, seg_s = 0, talk_s
         for j, s in enumerate(starts):
             t0 = time.perf_counter()
-            last_piece = j == len(starts) - 1
-            audio = await self.code2wav.submit(ctx, (stream, tokens[s : s + step], last_seg and last_piece))
+            final = last_seg and j == len(starts) - 1
+            audio = await self.code2wav.submit(ctx, (stream, tokens[s : s + step], final))
             c2w_s = time.perf_counter() - t0
             seg_s += c2w_s
             seg_samples += audio.size
-            carried += texts[j]
-            carried_s += c2w_s
-            if not audio.size and not (last_piece and (carried or not yielded or last_seg)):
-                continue
-            yield AudioChunk(index, carried, audio.astype(np.float32, copy=False), last_seg and last_piece, carried_s)
-            carried, carried_s, yielded = "", 0.0, True
+            yield AudioChunk(index, texts[j], audio.astype(np.float32, copy=False), final,
+                             c2w_s + (talk_s if j == 0 else 0.0))
         if seg_samples:
             rate = self.family.capabilities.output_sample_rate_hz
             self.metrics.audio_s.inc(seg_samples / rate)

@@ -520,7 +520,9 @@ class UnitMetrics(ServerEvent):
     ``turn_scores`` / ``turn_score_ms`` the end-of-turn model scores that came back in the unit and
     their time from request to result (queue + batch, off the event loop); the reply's stage work
     runs asynchronously and shows in ``/metrics``. ``seen_text`` is what the
-    Thinker last read in the camera (``""`` when nothing).
+    Thinker last read in the camera (``""`` when nothing). ``far_speech_ignored``: stretches of
+    speech in the unit that started no turn because they were far below the user's own level
+    (``turn_policy.far_speech_drop_db``: a TV, a distant talker, or a mic much too quiet).
 
     Clients that do not know the type ignore it (OpenAI Realtime clients ignore unknown events).
     """
@@ -534,6 +536,7 @@ class UnitMetrics(ServerEvent):
     seen_text: str = ""
     turn_scores: int = 0
     turn_score_ms: float = 0.0
+    far_speech_ignored: int = 0
 
     def body(self) -> dict[str, Any]:
         return {
@@ -546,6 +549,7 @@ class UnitMetrics(ServerEvent):
             "seen_text": self.seen_text,
             "turn_scores": self.turn_scores,
             "turn_score_ms": round(self.turn_score_ms, 1),
+            "far_speech_ignored": self.far_speech_ignored,
         }
 
 

@@ -107,8 +107,8 @@ class TurnDetector(ABC):
 
     @property
     def far_speech_refused(self) -> int:
-        """Speech onsets refused so far as far below the user's own level (a TV, a distant talker;
-        ``turn_policy.far_speech_drop_db``); 0 for a detector without that gate."""
+        """Stretches of speech ignored so far as far below the user's own level (a TV, a distant
+        talker; ``turn_policy.far_speech_drop_db``), one per stretch; 0 for a detector without that gate."""
         return 0
 
     @property

@@ -66,7 +66,8 @@ class SpeechLevelGate:
         self._reference = float(reference_dbfs)
         self._drop = float(drop_db)
         self.refused = 0
-        """Onsets refused so far (far speech heard and ignored)."""
+        """Stretches of far speech heard and ignored so far (refused onsets, counted once per
+        stretch: the onsets refused while far speech goes on are not counted again)."""
 
     @property
     def reference_dbfs(self) -> float:
@@ -84,7 +85,7 @@ class SpeechLevelGate:
         threshold is then :data:`HYSTERESIS_DB` higher)."""
         if level_dbfs >= self.threshold_dbfs + (HYSTERESIS_DB if far_speech_going_on else 0.0):
             return True
-        self.refused += 1
+        self.refused += 0 if far_speech_going_on else 1
         return False
 
     def learn(self, level_dbfs: float) -> None:
