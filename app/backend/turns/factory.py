@@ -52,7 +52,7 @@ def detector_factory(name: str, config: Any,
 
     if name == "manual":
         return lambda wrap_vad=None: SilenceTurnDetector(vad(wrap_vad), config, silence_ends_turn=False,
-                                                                     far_speech_gate=False)
+                                                         far_speech_gate=False)
     if name == "smart_turn":
         return lambda wrap_vad=None: LearnedTurnDetector(vad(wrap_vad), config)
     return lambda wrap_vad=None: SilenceTurnDetector(vad(wrap_vad), config)

@@ -65,6 +65,7 @@ class SpeechLevelGate:
             raise ValueError(f"drop_db must be positive, got {drop_db}")
         self._reference = float(reference_dbfs)
         self._drop = float(drop_db)
+        self._far_run = False  # an onset was refused and no long silence has passed since
         self.refused = 0
         """Stretches of far speech heard and ignored so far (refused onsets, counted once per
         stretch: the onsets refused while far speech goes on are not counted again)."""
@@ -79,14 +80,20 @@ class SpeechLevelGate:
         """Onsets quieter than this are refused, dBFS."""
         return self._reference - self._drop
 
-    def admits(self, level_dbfs: float, *, far_speech_going_on: bool = False) -> bool:
-        """Whether an onset at ``level_dbfs`` (active level of its speech windows) is the user's;
-        ``far_speech_going_on``: an onset was refused and no long silence has passed since (the
-        threshold is then :data:`HYSTERESIS_DB` higher)."""
-        if level_dbfs >= self.threshold_dbfs + (HYSTERESIS_DB if far_speech_going_on else 0.0):
+    def admits(self, level_dbfs: float) -> bool:
+        """Whether an onset at ``level_dbfs`` (active level of its speech windows) is the user's.
+        While far speech goes on (an onset was refused and :meth:`quiet` has not been called since)
+        the threshold is :data:`HYSTERESIS_DB` higher."""
+        if level_dbfs >= self.threshold_dbfs + (HYSTERESIS_DB if self._far_run else 0.0):
+            self._far_run = False
             return True
-        self.refused += 0 if far_speech_going_on else 1
+        self.refused += 0 if self._far_run else 1
+        self._far_run = True
         return False
+
+    def quiet(self) -> None:
+        """A long silence passed (``end_of_turn_silence_ms``): far speech, if any, is over."""
+        self._far_run = False
 
     def learn(self, level_dbfs: float) -> None:
         """A user turn ended with this active level (dBFS): move the reference towards it."""

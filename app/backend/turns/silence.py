@@ -82,7 +82,6 @@ class SilenceTurnDetector(TurnDetector):
         self._cand_speech = 0  # speech samples since the last long silence (pre-onset)
         self._cand_start: int | None = None
         self._cand_energy = 0.0  # sum of squares of the candidate's speech windows
-        self._far_run = False  # an onset was refused as far speech; no long silence since
         self._turn_energy = 0.0  # ... and of the turn's (its level teaches the gate)
         self._onset = 0
         self._last_speech_end = 0
@@ -138,7 +137,8 @@ class SilenceTurnDetector(TurnDetector):
                     self._silence_run += self._win
                     if self._silence_run >= self._eot_samples:
                         self._cand_speech, self._cand_start, self._cand_energy = 0, None, 0.0
-                        self._far_run = False
+                        if self.level_gate is not None:
+                            self.level_gate.quiet()
             else:
                 if speech and self._paused:
                     # After a pause, only ``min_speech_ms`` of speech resumes the turn: a breath or a
@@ -181,12 +181,9 @@ class SilenceTurnDetector(TurnDetector):
         """Whether the candidate's speech windows are loud enough to be the user (see the gate);
         a refused candidate starts over (its windows count no more)."""
         self.onset_level_dbfs = active_level_dbfs(self._cand_energy, self._cand_speech)
-        if self.level_gate is None or self.level_gate.admits(self.onset_level_dbfs,
-                                                             far_speech_going_on=self._far_run):
-            self._far_run = False
+        if self.level_gate is None or self.level_gate.admits(self.onset_level_dbfs):
             return True
         self._cand_speech, self._cand_start, self._cand_energy = 0, None, 0.0
-        self._far_run = True
         return False
 
     @property
