@@ -132,8 +132,9 @@ STAGES: tuple[tuple[str, str, str, str], ...] = (
 )
 """(key, label, from, to): the stages of one turn, in order; they add up to ear-to-ear."""
 
-PIPELINE_MARKS = (("asr_start", "reply work starts (ASR in)"), ("asr_done", "ASR done"),
-                  ("llm_done", "Thinker done (first token: tiny does not stream)"),
+PIPELINE_MARKS = (("asr_start", "the reply's ASR starts (speculative: at a pause)"), ("asr_done", "ASR done"),
+                  ("llm_start", "Thinker starts the reply"), ("llm_first", "Thinker's first text (TTFT)"),
+                  ("llm_done", "Thinker done"),
                   ("tts_first", "first Code2Wav PCM"), ("response_created", "response.created"),
                   ("first_delta", "first audio delta at the handler"))
 """Pipeline stamps reported relative to ``speech_stopped``."""
@@ -251,9 +252,16 @@ def join_timeline(p_end_ms: float, offset_s: float, marks: list[list[Any]], rise
     rid = cr[2]["response_id"]
     out["response_id"] = rid
     st["response_created"] = rel(cr[0])
-    for kind in ("asr_start", "asr_done", "llm_done", "tts_first"):
+    for kind in ("llm_start", "llm_first", "llm_done", "tts_first"):
         m = _first(marks, kind, ss[0] - 30.0, response_id=rid)
         st[kind] = rel(m[0]) if m else None
+    # the utterance's transcription has a request of its own: the last one done before the Thinker started
+    llm_at = next((m[0] for m in marks if m[1] == "llm_start" and m[2].get("response_id") == rid), cr[0])
+    asr = [m for m in marks if m[1] == "asr_done" and ss[0] - 30.0 <= m[0] <= llm_at]
+    st["asr_done"] = rel(asr[-1][0]) if asr else None
+    a0 = [m for m in marks if asr and m[1] == "asr_start" and m[2].get("request") == asr[-1][2].get("request")
+          and m[0] <= asr[-1][0]]
+    st["asr_start"] = rel(a0[-1][0]) if a0 else None
     d = _first(marks, "delta", ss[0], response_id=rid)
     st["first_delta"] = rel(d[0]) if d else None
     out["first_delta_onset_ms"] = d[2].get("onset_ms") if d else None

@@ -17,10 +17,11 @@ Marks (``kind``: fields):
 * ``emit``: a slice handed to FastRTC (``response_id`` of its first sample, ``ms``, ``first`` for a
   response's first slice, ``queue`` = frames already waiting in FastRTC's output queue,
   ``gap_ms`` = how long the playback clock had run dry before this slice of the same response);
-* pipeline stages (:func:`probe_pipeline`, keyed by the ``<session>:<response>`` request id):
-  ``asr_start`` (the reply's work starts: speculative at a pause, or at the end of the turn),
-  ``asr_done``, ``llm_done`` (the Thinker's reply text: the tiny family does not stream it, so
-  this is also its first token), ``tts_first`` (the first PCM segment out of Code2Wav).
+* pipeline stages (:func:`probe_pipeline`): ``asr_start`` / ``asr_done`` (the utterance's
+  transcription, keyed by its ``request``: speculative at a pause, or at the end of the turn),
+  then, keyed by ``response_id``, ``llm_start`` (the Thinker starts the reply), ``llm_first``
+  (its first streamed text: TTFT), ``llm_done`` (the reply is written), ``tts_first`` (the first
+  PCM chunk out of Code2Wav).
 
 Times are ``time.monotonic()`` of the server process: on Linux the same ``CLOCK_MONOTONIC`` as
 any other process on the machine (the benchmark joins them with the page's clock).
@@ -177,27 +178,42 @@ def _sink(request_id: str) -> tuple[PageTrace | None, str]:
 
 
 def probe_pipeline(pipeline: Any) -> None:
-    """Wrap ``pipeline.transcribe/generate/speak`` (this instance only, once) to mark stage times
-    of requests whose session is registered. Only called with the trace on."""
+    """Wrap ``pipeline.transcribe/_generate/speak`` (this instance only, once) to mark stage times
+    of requests whose session is registered. Only called with the trace on.
+
+    A session transcribes an utterance under a request id of its own (``<session>:asr<n>``, shared
+    by the reply and the turn detector), so ASR marks carry ``request`` and no ``response_id``;
+    the benchmark takes the last one done before the response opened."""
     if pipeline is None or id(pipeline) in _PROBED:
         return
     _PROBED.add(id(pipeline))
-    transcribe, generate, speak = pipeline.transcribe, pipeline.generate, pipeline.speak
+    transcribe, generate, speak = pipeline.transcribe, pipeline._generate, pipeline.speak
 
     @functools.wraps(transcribe)
     async def _transcribe(ctx: Any, audio: Any) -> Any:
         tr, rid = _sink(ctx.request_id)
         if tr is not None:
-            tr.mark("asr_start", response_id=rid, audio_ms=round(len(audio) / 16.0, 1))
+            tr.mark("asr_start", request=rid, audio_ms=round(len(audio) / 16.0, 1))
         out = await transcribe(ctx, audio)
         if tr is not None:
-            tr.mark("asr_done", response_id=rid)
+            tr.mark("asr_done", request=rid)
         return out
 
     @functools.wraps(generate)
-    async def _generate(ctx: Any, prompt: Any, params: Any) -> Any:
-        out = await generate(ctx, prompt, params)
+    async def _generate(ctx: Any, prompt: Any, params: Any, on_text: Any) -> Any:
         tr, rid = _sink(ctx.request_id)
+        if tr is not None:
+            tr.mark("llm_start", response_id=rid)
+        if tr is not None and on_text is not None:
+            inner, seen = on_text, False
+
+            def on_text(raw: str) -> bool:  # stage thread: the trace's deque append is atomic
+                nonlocal seen
+                if not seen and raw.strip():
+                    seen = True
+                    tr.mark("llm_first", response_id=rid)
+                return inner(raw)
+        out = await generate(ctx, prompt, params, on_text)
         if tr is not None:
             tr.mark("llm_done", response_id=rid)
         return out
@@ -216,4 +232,4 @@ def probe_pipeline(pipeline: Any) -> None:
         finally:
             await inner.aclose()
 
-    pipeline.transcribe, pipeline.generate, pipeline.speak = _transcribe, _generate, _speak
+    pipeline.transcribe, pipeline._generate, pipeline.speak = _transcribe, _generate, _speak

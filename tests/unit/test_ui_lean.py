@@ -132,3 +132,36 @@ def test_trace_marks_events_and_the_first_sample_leaving_the_track():
     sent = [f for _, k, f in tr.marks if k == "sent"]
     assert sent == [{"response_id": "r1", "pos": 1000, "pts": 960}]
     assert tr.snapshot()["marks"][-1][1] == "sent"
+
+
+def test_pipeline_probe_marks_the_utterance_asr_by_request_and_the_reply_by_response():
+    class Stages:  # the three calls the probe wraps, as the pipeline makes them
+        async def transcribe(self, ctx, audio):
+            return "hello"
+
+        async def _generate(self, ctx, prompt, params, on_text):
+            for raw in ("", "The", "The answer"):
+                on_text(raw)
+            return "The answer"
+
+        async def speak(self, ctx, segments):
+            for _ in range(2):
+                yield b"pcm"
+
+    stages, tr = Stages(), page_trace.PageTrace()
+    page_trace.probe_pipeline(stages)
+    page_trace.register("s1", tr)
+    try:
+        async def turn():
+            await stages.transcribe(SimpleNamespace(request_id="s1:asr1"), np.zeros(1600, np.float32))
+            await stages._generate(SimpleNamespace(request_id="s1:r1"), None, None, lambda raw: True)
+            return [c async for c in stages.speak(SimpleNamespace(request_id="s1:r1"), ["The answer"])]
+
+        assert asyncio.run(turn()) == [b"pcm", b"pcm"]
+        asyncio.run(stages.transcribe(SimpleNamespace(request_id="other:asr1"), np.zeros(160, np.float32)))
+    finally:
+        page_trace.unregister("s1")
+    got = [(k, f.get("request") or f.get("response_id")) for _, k, f in tr.marks]
+    assert got == [("asr_start", "asr1"), ("asr_done", "asr1"), ("llm_start", "r1"), ("llm_first", "r1"),
+                   ("llm_done", "r1"), ("tts_first", "r1")]
+    assert tr.marks[0][2]["audio_ms"] == 100.0
