@@ -106,14 +106,15 @@ def test_force_listen_route_silences_the_assistant(ui_server, pw, clips):
         browser.close()
 
 
-def test_let_the_model_decide_keeps_the_page_from_muting(ui_server, pw, clips, artifacts):
-    """With "Let the model decide at the next unit" the page does not mute the assistant itself:
-    the reply ends at a unit boundary by the model's (soft) decision, and the question is answered."""
+def test_stop_only_when_i_take_the_turn_keeps_the_page_from_muting(ui_server, pw, clips, artifacts):
+    """With "Stop only when I take the turn (not for mm-hm or yeah)" the page does not mute the assistant
+    itself: the server reads the words said over the reply and ends it (a soft interrupt), and the
+    question is answered."""
     browser = launch(pw)
     try:
         tab = OmniPage(browser, ui_server.base_url, scripted_mic=True).open()
         tab.open_settings()
-        tab.page.click("#overlap label:has-text('Let the model decide')")
+        tab.page.click("#overlap label:has-text('Stop only when I take the turn')")
         onset, _ = _talk_over_the_answer(tab, clips)
         silent = wait_until(lambda: silence_from(tab.rms(), onset), 15, what="silence after the overlap")
         rms = tab.rms()

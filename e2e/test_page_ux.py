@@ -364,7 +364,7 @@ def test_chinese_browser_gets_chinese_texts_and_settings_are_remembered(idle_ser
         assert tab.page.evaluate("() => document.documentElement.lang") == "zh-CN"
         assert "English" in tab.text("[data-testid='languages']")  # tiny answers in English only
         tab.open_settings()
-        tab.page.click("#overlap label:has-text('Let the model decide')")
+        tab.page.click("#overlap label:has-text('Stop only when I take the turn')")
         tab.page.fill("#instructions textarea", "Answer in one short sentence.")
         tab.page.locator("#instructions textarea").blur()
         tab.set_camera(False)
@@ -375,7 +375,7 @@ def test_chinese_browser_gets_chinese_texts_and_settings_are_remembered(idle_ser
         tab.open_settings()
         wait_until(lambda: tab.page.input_value("#instructions textarea") == "Answer in one short sentence.", 10,
                    what="the remembered instructions")
-        assert tab.page.is_checked("#overlap input[value='Let the model decide at the next unit']")
+        assert tab.page.is_checked("#overlap input[value='Stop only when I take the turn (not for mm-hm or yeah)']")
         assert not tab.page.is_checked("[data-testid='camera-toggle']")
     finally:
         browser.close()

@@ -174,7 +174,7 @@ def _webrtc(modality: str, *, elem_id: str, label: str, ice: dict[str, Any] | No
         full_screen=False,
         button_labels=BUTTON_LABELS,
         elem_id=elem_id,
-        mirror_webcam=False,  # the video shown is what the model sees: keep text readable
+        mirror_webcam=False,  # (FastRTC still mirrors the local preview; the unit preview shows what the model got)
     )
 
 
@@ -222,14 +222,14 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
                         # visibility update would make Gradio answer offers from a per-session copy of the
                         # component that has no handler).
                         with gr.Column(elem_id="av-wrap"):
-                            rtc_av = _webrtc("audio-video", elem_id="webrtc-av", label="What the model sees",
+                            rtc_av = _webrtc("audio-video", elem_id="webrtc-av", label="Your camera (mirror view)",
                                              ice=rtc_configuration(cfg))
                         with gr.Column(elem_id="audio-wrap", elem_classes=["omni-hidden"]):
                             rtc_a = _webrtc("audio", elem_id="webrtc-audio", label="Conversation (mic only)",
                                             ice=rtc_configuration(cfg))
                         gr.HTML(UNIT_PREVIEW, elem_id="unit-box", padding=False)
                         metrics = gr.HTML(render_metrics(empty), elem_id="metrics-box", padding=False)
-                with gr.Accordion("Settings", open=False, elem_id="settings"):
+                with gr.Accordion("Conversation settings", open=False, elem_id="settings"):
                     instructions = gr.Textbox(value=defaults.instructions, label="Instructions (system prompt)",
                                               lines=2, elem_id="instructions")
                     with gr.Row():

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 OVERLAP_CHOICES: dict[str, str] = {
     "Interrupt as soon as I speak": "barge_in_on_speech",
-    "Let the model decide at the next unit": "listen_only",
+    "Stop only when I take the turn (not for mm-hm or yeah)": "listen_only",
 }
 """Barge-in radio label -> session ``overlap_policy``."""
 

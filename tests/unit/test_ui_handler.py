@@ -92,7 +92,7 @@ def test_unit_frames_base_and_composite():
 # ----------------------------------------------------------------------------- settings / view
 def test_parse_args_reads_page_inputs():
     d = UISettings()
-    args = ["__webrtc_value__", "abc", "Be brief.", False, 0.5, 32, 3, "Let the model decide at the next unit", None]
+    args = ["__webrtc_value__", "abc", "Be brief.", False, 0.5, 32, 3, "Stop only when I take the turn (not for mm-hm or yeah)", None]
     s = parse_args(args, d)
     assert (s.instructions, s.speech, s.temperature, s.max_tokens, s.stack_frames, s.overlap_policy) == (
         "Be brief.", False, 0.5, 32, 3, "listen_only")

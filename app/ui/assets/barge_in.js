@@ -10,7 +10,7 @@
 // has not started yet. If the sound was not speech to the server (a cough), the reply resumes.
 //
 // Active only with "Interrupt as soon as I speak" (window.__omniConfig.localBargeInLabel is that
-// radio label; with "Let the model decide at the next unit" the model keeps its say).
+// radio label; with "Stop only when I take the turn (not for mm-hm or yeah)" the model keeps its say).
 // The server confirms a barge-in: when it drops a reply's queued speech the page handler sends
 // {"type": "flush"} over FastRTC's data channel. A mute with no flush by the time the assistant
 // is heard again after the unmute (within CHECK_MS) was a false alarm (echo of the assistant
