@@ -31,7 +31,12 @@ from typing import Final
 import numpy as np
 
 from app.backend.models.tiny.codebook import Codebook
-from app.backend.models.tiny.runtime import DEFAULT_THREADS, ort_session
+from app.backend.models.tiny.runtime import (
+    CORES,
+    DEFAULT_THREADS,
+    Priority,
+    ort_session,
+)
 from app.backend.models.tiny.voice import (
     DECODER_OUTPUT,
     LATENT_DIM,
@@ -118,7 +123,8 @@ class TinyCode2Wav(Code2Wav):
             float32 ``[T * hop]`` at :attr:`input_sample_rate_hz`.
         """
         z = np.ascontiguousarray(np.asarray(latents, dtype=np.float32).T[None])
-        out = self._session.run([DECODER_OUTPUT], {SPLIT_TENSOR: z})[0]
+        with CORES.hold(Priority.VOICE):
+            out = self._session.run([DECODER_OUTPUT], {SPLIT_TENSOR: z})[0]
         return out.reshape(-1)
 
     def new_stream(self) -> TinyCode2WavStream:

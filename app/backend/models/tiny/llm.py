@@ -40,7 +40,7 @@ from app.backend.models.tiny.cache import (
     cache_dir,
     ensure_generated,
 )
-from app.backend.models.tiny.runtime import DEFAULT_THREADS, TURN_SCORING
+from app.backend.models.tiny.runtime import CORES, DEFAULT_THREADS, Priority
 from app.backend.pipeline.stages import (
     GeneratedReply,
     SamplingParams,
@@ -96,9 +96,6 @@ def _without_amx_repack() -> Iterator[None]:
         finally:
             lc.llama_model_default_params = original
 
-
-YIELD_MAX_S: Final[float] = 0.25
-"""A streamed reply waits at most this long between two tokens for end-of-turn scores to finish."""
 
 DEFAULT_MAX_SENTENCES: Final[int] = 2
 """Replies are cut after this many sentences (spoken replies must be short)."""
@@ -392,18 +389,20 @@ class GemmaLlm:
             kwargs = {"max_tokens": params.max_tokens, "temperature": params.temperature, "top_p": params.top_p,
                       "top_k": max(0, params.top_k), "min_p": 0.0, "repeat_penalty": params.repetition_penalty,
                       "seed": params.seed, "stop": list(STOP)}
-            if on_text is None:
-                choice = self._llm.create_completion(text, **kwargs)["choices"][0]
-                return finish_reply(choice["text"], choice.get("finish_reason") == "length", self.max_sentences)
             raw, hit_max_tokens = "", False
+            # Streamed in any case, so the cores are held one token at a time (CORES): a waiting
+            # end-of-turn score or Code2Wav chunk goes between two tokens, not after the reply.
             pieces = self._llm.create_completion(text, stream=True, **kwargs)
             try:
-                for piece in pieces:
-                    TURN_SCORING.yield_to(YIELD_MAX_S)  # an end-of-turn score waiting on the cores goes first
+                while True:
+                    with CORES.hold(Priority.WORK):  # the first piece also evaluates the prompt
+                        piece = next(pieces, None)
+                    if piece is None:
+                        break
                     choice = piece["choices"][0]
                     raw += choice["text"]
                     hit_max_tokens = choice.get("finish_reason") == "length"
-                    if not on_text(raw) or self._past_what_is_kept(raw):
+                    if on_text is not None and (not on_text(raw) or self._past_what_is_kept(raw)):
                         break
             finally:
                 pieces.close()  # (a generator left early must still release the context)

@@ -16,7 +16,7 @@ import numpy as np
 
 from app.backend.models.tiny import weights
 from app.backend.models.tiny.cache import ModelAssetMissingError, verify_sha256
-from app.backend.models.tiny.runtime import DEFAULT_THREADS
+from app.backend.models.tiny.runtime import CORES, DEFAULT_THREADS, Priority
 
 DEFAULT_MIN_SCORE: Final[float] = 0.5
 """Recognition confidence below which a text line is dropped (RapidOCR's own default)."""
@@ -102,7 +102,7 @@ class RapidOcr:
         if img.ndim != 3 or img.shape[2] not in (3, 4) or min(img.shape[:2]) < 1:
             raise ValueError(f"image must be (h, w, 3) RGB, got shape {img.shape}")
         bgr = np.ascontiguousarray(img[:, :, 2::-1])  # RGB(A) -> BGR, as OpenCV expects
-        with self._lock:
+        with self._lock, CORES.hold(Priority.WORK):
             result, _elapse = self._engine(bgr)
         if not result:
             return []

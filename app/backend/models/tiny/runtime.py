@@ -1,16 +1,23 @@
-"""ONNX Runtime session factory and thread defaults for the ``tiny`` family.
+"""ONNX Runtime session factory, thread defaults and the core lock of the ``tiny`` family.
 
-The reference machine has 2 CPU cores, so every session is capped at 1-2 intra-op threads and
-1 inter-op thread; several sessions then share the cores without oversubscription.
+The reference machine has 2 CPU cores. Every model is capped at 1-2 intra-op threads and 1
+inter-op thread, and its calls take turns on the cores (:data:`CORES`), so several sessions share
+them without oversubscription.
 """
 
 from __future__ import annotations
 
+import enum
+import heapq
+import itertools
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
+
+log = logging.getLogger(__name__)
 
 DEFAULT_THREADS: Final[int] = 2
 """Intra-op threads for compute-heavy graphs (Talker front, HiFi-GAN decoder, OCR, Whisper)."""
@@ -46,38 +53,79 @@ def ort_session(model: Path | str | bytes, threads: int = DEFAULT_THREADS):
     return ort.InferenceSession(src, sess_options=opts, providers=["CPUExecutionProvider"])
 
 
-class UrgentWork:
-    """Model calls that a turn decision waits for, ahead of a long call that can wait between pieces.
+class Priority(enum.IntEnum):
+    """Who goes first for the cores (lower first; equal priorities in arrival order)."""
 
-    On 2 cores the end-of-turn scorers (Smart Turn, the text model) and the Thinker writing a
-    reply share the cores; the session holds its input until the score is back, so every
-    millisecond a score loses to the Thinker delays the end of the turn. Scorers run their calls
-    inside :meth:`running`; the Thinker calls :meth:`yield_to` between tokens and waits while any
-    such call runs. Thread-safe.
+    TURN = 0
+    """An end-of-turn score (Smart Turn, the text model): the session holds its input for it."""
+    VOICE = 1
+    """Talker and Code2Wav: audio of a reply that is due, or already playing."""
+    WORK = 2
+    """Everything else: ASR, OCR, each token the Thinker writes."""
+
+
+class CoreLock:
+    """One model call at a time on the process's CPU cores, by priority.
+
+    The ``tiny`` models each use every core (:data:`DEFAULT_THREADS`) and their thread pools
+    busy-wait (CTranslate2's and llama.cpp's OpenMP teams, ONNX Runtime's spinning pool). Two calls
+    at once then do not share the cores, they fight over them: measured on this 2-core machine,
+    Whisper's 160 ms took 440-1540 ms while Smart Turn scored in a loop beside it, and the Thinker's
+    354 ms reply took 1.3-1.7 s beside the text end-of-turn model. Passive waiting
+    (``OMP_WAIT_POLICY=PASSIVE``) ends the fight but makes every call slower (the reply 354 -> 621
+    ms). So every model call of the family runs inside :meth:`hold`: one call at a time, the most
+    urgent waiting call next. A long job holds it per piece (the Thinker per token), so an urgent
+    call waits at most one piece.
+
+    Liveness first: a call that has waited ``max_wait_s`` runs anyway (a model call hung inside the
+    lock must not stop every session; the stage watchdog reports the hung one). Re-entrant per
+    thread. Thread-safe.
+
+    Args:
+        max_wait_s: longest wait for the lock, seconds.
     """
 
-    def __init__(self) -> None:
-        self._running = 0
+    def __init__(self, max_wait_s: float = 5.0) -> None:
         self._cond = threading.Condition()
+        self._queue: list[tuple[int, int]] = []  # heap of (priority, ticket)
+        self._tickets = itertools.count()
+        self._owner: int | None = None
+        self._depth = 0
+        self._max_wait_s = max_wait_s
+        self.waited_out = 0
+        """Calls that ran without the lock after ``max_wait_s``."""
 
     @contextmanager
-    def running(self) -> Iterator[None]:
-        """Mark an urgent call for the duration of the ``with`` block."""
+    def hold(self, priority: Priority) -> Iterator[None]:
+        """Run the ``with`` block as the only model call (see the class)."""
+        me = threading.get_ident()
         with self._cond:
-            self._running += 1
+            if self._owner == me:  # re-entered by the holder
+                self._depth += 1
+                owns = True
+            else:
+                entry = (int(priority), next(self._tickets))
+                heapq.heappush(self._queue, entry)
+                owns = self._cond.wait_for(lambda: self._owner is None and self._queue[0] == entry, self._max_wait_s)
+                self._queue.remove(entry)
+                heapq.heapify(self._queue)
+                if owns:
+                    self._owner, self._depth = me, 1
+                else:
+                    self.waited_out += 1
+                    log.warning("a model call waited %.1f s for the cores: it runs beside the one holding them",
+                                self._max_wait_s)
+                self._cond.notify_all()  # the head of the queue has changed
         try:
             yield
         finally:
-            with self._cond:
-                self._running -= 1
-                if not self._running:
-                    self._cond.notify_all()
-
-    def yield_to(self, timeout_s: float) -> None:
-        """Wait (up to ``timeout_s`` seconds) until no urgent call runs; returns at once when none does."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._running == 0, timeout_s)
+            if owns:
+                with self._cond:
+                    self._depth -= 1
+                    if self._depth == 0:
+                        self._owner = None
+                        self._cond.notify_all()
 
 
-TURN_SCORING: Final[UrgentWork] = UrgentWork()
-"""The process's end-of-turn scoring (see :class:`UrgentWork`)."""
+CORES: Final[CoreLock] = CoreLock()
+"""The process's model calls of the ``tiny`` family (see :class:`CoreLock`)."""

@@ -64,7 +64,7 @@ from app.backend.models.tiny.cache import (
     repo_root,
     verify_sha256,
 )
-from app.backend.models.tiny.runtime import TURN_SCORING
+from app.backend.models.tiny.runtime import CORES, Priority
 from app.constants import INPUT_SAMPLE_RATE_HZ
 
 # --- Where the graph comes from ----------------------------------------------------------
@@ -524,9 +524,9 @@ class SmartTurnScorer:
             live = [r for r in taken if r.future.set_running_or_notify_cancel()]
             if not live:
                 continue
-            t0 = time.perf_counter()
             try:
-                with TURN_SCORING.running():  # the Thinker waits between its tokens meanwhile
+                with CORES.hold(Priority.TURN):  # ahead of any other model call
+                    t0 = time.perf_counter()
                     probs = self._model.predict([r.clip for r in live])
             except Exception as exc:  # noqa: BLE001 - handed to every waiting caller
                 with self._stats_lock:

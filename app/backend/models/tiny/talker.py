@@ -21,7 +21,12 @@ from typing import Final
 import numpy as np
 
 from app.backend.models.tiny.codebook import Codebook
-from app.backend.models.tiny.runtime import DEFAULT_THREADS, ort_session
+from app.backend.models.tiny.runtime import (
+    CORES,
+    DEFAULT_THREADS,
+    Priority,
+    ort_session,
+)
 from app.backend.models.tiny.voice import LATENT_DIM, PiperSplit
 from app.backend.pipeline.stages import Talker
 
@@ -78,14 +83,15 @@ class PiperFront:
         """
         parts = []
         for ids in self.phoneme_ids(text):
-            z = self._session.run(
-                None,
-                {
-                    "input": np.asarray([ids], dtype=np.int64),
-                    "input_lengths": np.asarray([len(ids)], dtype=np.int64),
-                    "scales": self._scales,
-                },
-            )[0]
+            with CORES.hold(Priority.VOICE):
+                z = self._session.run(
+                    None,
+                    {
+                        "input": np.asarray([ids], dtype=np.int64),
+                        "input_lengths": np.asarray([len(ids)], dtype=np.int64),
+                        "scales": self._scales,
+                    },
+                )[0]
             parts.append(z[0].T)
         if not parts:
             return np.zeros((0, LATENT_DIM), dtype=np.float32)

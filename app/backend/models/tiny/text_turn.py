@@ -11,8 +11,9 @@ questions and statements >= 0.07 (``benchmarks/tune_turns.py`` tunes the thresho
 ``turn_policy.smart_turn_completion_threshold``, on the dev split and reports the test split).
 
 The model runs in its own ``llama_cpp.Llama`` context on the Thinker's GGUF file (mmap'd, so the
-weights' pages are shared with the Thinker's), on one thread: a score never waits behind a reply
-being generated. One call is ~20-40 tokens of prefill, tens of ms on this machine's CPU.
+weights' pages are shared with the Thinker's). Its calls take the cores ahead of the Thinker's
+tokens (:data:`~app.backend.models.tiny.runtime.CORES`), so it uses both: one call is ~20-40
+tokens of prefill, 55 ms on this machine's 2 cores (103 ms on one thread).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
 import numpy as np
 
 from app.backend.models.tiny.llm import load_gemma
+from app.backend.models.tiny.runtime import DEFAULT_THREADS
 
 PROMPT: Final[str] = 'Transcript of a voice message:\n"{text}'
 """The transcript (its final punctuation removed) is quoted; the next token says whether it ends."""
@@ -59,13 +62,13 @@ class GemmaTextEndModel:
     Args:
         model_path: the GGUF file (default: the Thinker's, :func:`~app.backend.models.tiny.llm.gemma_gguf_path`,
             sha256-checked).
-        n_threads: llama.cpp threads (1: leave the cores to the stages).
+        n_threads: llama.cpp threads.
 
     Raises:
         ModelAssetMissingError, WeightIntegrityError: see :func:`~app.backend.models.tiny.llm.gemma_gguf_path`.
     """
 
-    def __init__(self, model_path: Path | None = None, n_threads: int = 1) -> None:
+    def __init__(self, model_path: Path | None = None, n_threads: int = DEFAULT_THREADS) -> None:
         import llama_cpp
 
         self._llm = load_gemma(model_path, n_ctx=N_CTX, n_threads=n_threads, n_batch=N_CTX)
@@ -95,7 +98,13 @@ class GemmaTextEndModel:
     def predict(self, texts: Sequence[str]) -> np.ndarray:
         """:meth:`end_probability` of each text, float32 ``[len(texts)]`` (one context, texts in turn).
 
+        The texts are scored in a thread that exits afterwards: a live thread other than the
+        Thinker's that has run llama.cpp makes libgomp throttle the busy-wait of every team, and
+        the Thinker's tokens then take 42 ms instead of 26 on this 2-core machine (see
+        :func:`~app.backend.pipeline.workers.in_passing_thread`); a fresh thread costs well under 1 ms.
+
         Raises:
             ValueError: a text holds no word.
         """
-        return np.array([self.end_probability(t) for t in texts], dtype=np.float32)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="text-end") as pool:
+            return pool.submit(lambda: np.array([self.end_probability(t) for t in texts], dtype=np.float32)).result()

@@ -1,0 +1,72 @@
+"""CoreLock: the tiny family's model calls take turns on the cores, the most urgent first."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from app.backend.models.tiny.runtime import CoreLock, Priority
+
+
+def _queued(lock: CoreLock, n: int, timeout_s: float = 2.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(lock._queue) < n:  # the waiters have queued (test-only peek)
+        assert time.monotonic() < deadline, "waiters did not queue"
+        time.sleep(0.001)
+
+
+def test_one_call_at_a_time_and_the_most_urgent_waiter_goes_next() -> None:
+    lock, order, inside = CoreLock(), [], []
+    release = threading.Event()
+
+    def call(name: str, priority: Priority) -> None:
+        with lock.hold(priority):
+            inside.append(name)
+            assert len(inside) == 1, f"{inside} ran at once"
+            order.append(name)
+            if name == "first":
+                release.wait(2.0)
+            inside.remove(name)
+
+    first = threading.Thread(target=call, args=("first", Priority.WORK))
+    first.start()
+    _queued_until = time.monotonic() + 2.0
+    while not order and time.monotonic() < _queued_until:
+        time.sleep(0.001)
+    waiters = [threading.Thread(target=call, args=(name, prio)) for name, prio in
+               (("token", Priority.WORK), ("chunk", Priority.VOICE), ("asr", Priority.WORK), ("score", Priority.TURN))]
+    for i, w in enumerate(waiters):
+        w.start()
+        _queued(lock, i + 1)
+    release.set()
+    for t in (first, *waiters):
+        t.join(5.0)
+    assert order == ["first", "score", "chunk", "token", "asr"]  # by priority, then by arrival
+    assert lock.waited_out == 0
+
+
+def test_the_holder_may_reenter() -> None:
+    lock = CoreLock(max_wait_s=0.5)
+    with lock.hold(Priority.WORK), lock.hold(Priority.TURN):
+        pass
+    assert lock.waited_out == 0
+    with lock.hold(Priority.WORK):  # and it is free again afterwards
+        pass
+
+
+def test_a_call_that_waited_too_long_runs_anyway() -> None:
+    lock, ran = CoreLock(max_wait_s=0.1), threading.Event()
+    stuck = threading.Event()
+
+    def hung() -> None:
+        with lock.hold(Priority.WORK):
+            stuck.set()
+            time.sleep(1.0)  # a model call hung inside the lock
+
+    threading.Thread(target=hung, daemon=True).start()
+    stuck.wait(2.0)
+    t0 = time.monotonic()
+    with lock.hold(Priority.TURN):
+        ran.set()
+    assert ran.is_set() and time.monotonic() - t0 < 0.9
+    assert lock.waited_out == 1
