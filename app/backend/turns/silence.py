@@ -8,7 +8,8 @@ State machine over per-window speech probabilities (Silero VAD windows of 32 ms)
   speculatively), ``resumed`` if ``min_speech_ms`` of speech comes back (shorter blips count
   as silence), end of turn after ``end_of_turn_silence_ms`` of non-speech;
 * the utterance handed on is the audio from ``pad_ms`` before the speech onset to the
-  end of the last speech window, plus ``pad_ms``;
+  end of the last speech window, plus ``pad_ms`` (at most ``speculative_silence_ms``: a pause
+  and the end of the turn after it hand on the same audio);
 * with a :class:`~app.backend.turns.level_gate.SpeechLevelGate` (``turn_policy.far_speech_drop_db``),
   an onset whose speech windows are far below the user's own level (a TV, someone across the room)
   is refused: the candidate starts over, and until a long silence a new onset must be louder
@@ -38,7 +39,8 @@ class SilenceTurnDetector(TurnDetector):
         config: the deploy config's ``turn_policy`` (``vad_threshold``,
             ``end_of_turn_silence_ms``, ``min_speech_ms``, ``far_speech_drop_db``,
             ``speech_level_reference_dbfs``).
-        pad_ms: audio kept before the onset and after the last speech window, ms.
+        pad_ms: audio kept before the onset and after the last speech window, ms (after it, at most
+            ``speculative_silence_ms`` where pauses are reported).
         max_utterance_s: the utterance buffer keeps at most this much audio, seconds.
         silence_ends_turn: False: silence never ends the turn; only :meth:`flush` does (a commit,
             or the caller's own decision). Speech onsets are still reported (barge-in, overlap).
@@ -58,6 +60,9 @@ class SilenceTurnDetector(TurnDetector):
         self._pause_samples = min(ms_to_samples(config.speculative_silence_ms, INPUT_SAMPLE_RATE_HZ), self._eot_samples)
         self._min_speech_samples = ms_to_samples(config.min_speech_ms, INPUT_SAMPLE_RATE_HZ)
         self._pad = ms_to_samples(pad_ms, INPUT_SAMPLE_RATE_HZ)
+        # after the speech, no more than a pause has heard: the utterance a pause hands on (the
+        # speculative reply's) is then the one the end of the turn hands on
+        self._tail = min(self._pad, self._pause_samples) if self._report_pauses else self._pad
         self._max_keep = int(max_utterance_s * INPUT_SAMPLE_RATE_HZ)
         self._win = int(vad.window_samples)
         drop = getattr(config, "far_speech_drop_db", None) if far_speech_gate else None
@@ -231,7 +236,7 @@ class SilenceTurnDetector(TurnDetector):
 
     def _utterance_signal(self, kind: str) -> TurnSignal:
         start = max(self._onset - self._pad, self._ring_start)
-        end = min(self._last_speech_end + self._pad, self._ring_start + self._ring.size)
+        end = min(self._last_speech_end + self._tail, self._ring_start + self._ring.size)
         utt = self._ring[start - self._ring_start : end - self._ring_start].copy()
         speech_ms = self._speech_samples * 1000.0 / INPUT_SAMPLE_RATE_HZ
         return TurnSignal(kind, self._last_speech_end, utterance=utt, speech_ms=speech_ms)  # type: ignore[arg-type]
