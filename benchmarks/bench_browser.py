@@ -597,7 +597,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
              "noisy; compare rows of the same run (they alternate in blocks)."),
             ("Ear-to-ear includes the end-of-turn wait (turn_policy.end_of_turn_silence_ms for the silence "
              "detector, Smart Turn's checks for smart_turn), ASR + LLM + Talker + Code2Wav of the first segment "
-             "(partly speculative, from a 150 ms pause), WebRTC both ways, the browser jitter buffer and the "
+             "(partly speculative, from a turn_policy.speculative_silence_ms pause), WebRTC both ways, the browser jitter buffer and the "
              "50 ms RMS poll."),
             ("Timeline: page and server stamps on one clock (CLOCK_MONOTONIC; page offset from the smallest "
              "of 5 round trips, clock_rtt_ms per sample). 'heard' = the handler received the last mic frame "

@@ -70,3 +70,22 @@ def test_a_call_that_waited_too_long_runs_anyway() -> None:
         ran.set()
     assert ran.is_set() and time.monotonic() - t0 < 0.9
     assert lock.waited_out == 1
+
+
+def test_once_the_holder_is_stuck_later_calls_do_not_wait() -> None:
+    lock = CoreLock(max_wait_s=0.2)
+    stuck = threading.Event()
+
+    def hung() -> None:
+        with lock.hold(Priority.WORK):
+            stuck.set()
+            time.sleep(1.5)
+
+    threading.Thread(target=hung, daemon=True).start()
+    stuck.wait(2.0)
+    time.sleep(0.3)  # the holder has now held the cores past max_wait_s
+    t0 = time.monotonic()
+    with lock.hold(Priority.WORK):
+        pass
+    assert time.monotonic() - t0 < 0.1
+    assert lock.waited_out == 1

@@ -12,6 +12,7 @@ import heapq
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,9 +78,9 @@ class CoreLock:
     urgent waiting call next. A long job holds it per piece (the Thinker per token), so an urgent
     call waits at most one piece.
 
-    Liveness first: a call that has waited ``max_wait_s`` runs anyway (a model call hung inside the
-    lock must not stop every session; the stage watchdog reports the hung one). Re-entrant per
-    thread. Thread-safe.
+    Liveness first: a call that has waited ``max_wait_s``, or finds the lock held that long, runs
+    anyway (a model call hung inside the lock must not stop every session; the stage watchdog
+    reports the hung one). Re-entrant per thread. Thread-safe.
 
     Args:
         max_wait_s: longest wait for the lock, seconds.
@@ -90,10 +91,12 @@ class CoreLock:
         self._queue: list[tuple[int, int]] = []  # heap of (priority, ticket)
         self._tickets = itertools.count()
         self._owner: int | None = None
+        self._since = 0.0  # when the owner took the lock (time.monotonic)
+        self._warned = -1.0
         self._depth = 0
         self._max_wait_s = max_wait_s
         self.waited_out = 0
-        """Calls that ran without the lock after ``max_wait_s``."""
+        """Calls that ran without the lock (they waited ``max_wait_s``, or its holder had held it that long)."""
 
     @contextmanager
     def hold(self, priority: Priority) -> Iterator[None]:
@@ -104,18 +107,7 @@ class CoreLock:
                 self._depth += 1
                 owns = True
             else:
-                entry = (int(priority), next(self._tickets))
-                heapq.heappush(self._queue, entry)
-                owns = self._cond.wait_for(lambda: self._owner is None and self._queue[0] == entry, self._max_wait_s)
-                self._queue.remove(entry)
-                heapq.heapify(self._queue)
-                if owns:
-                    self._owner, self._depth = me, 1
-                else:
-                    self.waited_out += 1
-                    log.warning("a model call waited %.1f s for the cores: it runs beside the one holding them",
-                                self._max_wait_s)
-                self._cond.notify_all()  # the head of the queue has changed
+                owns = self._wait_turn((int(priority), next(self._tickets)))
         try:
             yield
         finally:
@@ -125,6 +117,28 @@ class CoreLock:
                     if self._depth == 0:
                         self._owner = None
                         self._cond.notify_all()
+
+    def _wait_turn(self, entry: tuple[int, int]) -> bool:
+        """Queue ``entry`` and wait for its turn (under ``self._cond``); False: run without the lock."""
+        heapq.heappush(self._queue, entry)
+        deadline = time.monotonic() + self._max_wait_s
+        try:
+            while not (self._owner is None and self._queue[0] == entry):
+                now = time.monotonic()
+                stuck_at = self._since + self._max_wait_s if self._owner is not None else deadline
+                if min(deadline, stuck_at) <= now:  # waited too long, or the holder is stuck: go on
+                    self.waited_out += 1
+                    if self._warned != self._since:  # once per holder
+                        self._warned = self._since
+                        log.warning("model calls run beside the one holding the cores (held %.1f s)", now - self._since)
+                    return False
+                self._cond.wait(min(deadline, stuck_at) - now)
+            self._owner, self._since, self._depth = threading.get_ident(), time.monotonic(), 1
+            return True
+        finally:
+            self._queue.remove(entry)
+            heapq.heapify(self._queue)
+            self._cond.notify_all()  # the head of the queue has changed
 
 
 CORES: Final[CoreLock] = CoreLock()
