@@ -28,9 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 OUT = ROOT / "BENCHMARKS.md"
 
-ORDER = ["chat", "duplex", "duplex_first_chunk", "duplex_check", "duplex_silence", "turns", "turns_nonspeech",
-         "turn_decisions_test", "turn_decisions_dev", "browser", "browser_page_ux", "browser_first_segment",
-         "browser_impaired", "echo", "remote", "scale", "fuzz", "soak"]
+ORDER = ["chat", "duplex_final", "duplex_cores", "duplex_spec80", "duplex_k6", "duplex_k6_base", "duplex",
+         "duplex_first_chunk", "duplex_check", "duplex_silence", "turns", "turns_nonspeech",
+         "turn_decisions_test", "turn_decisions_dev", "browser_cores", "browser_chunks", "browser", "browser_page_ux",
+         "browser_first_segment", "browser_impaired", "echo", "remote", "scale", "fuzz", "soak"]
 """Known result files, in the order their sections appear; others follow alphabetically."""
 
 DEFAULT_REPRODUCE = {
