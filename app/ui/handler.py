@@ -93,6 +93,12 @@ UI_PUSH_S = 0.25
 INPUT_STALL_S = 15.0
 """A session whose peer sent no audio for this long is closed (its slot is freed)."""
 
+THINKING_GIVE_UP_S = 4.0
+"""Seconds after ``speech_stopped`` with no ``response.created`` after which the page leaves
+"Thinking…" at the next unit: the server answers no turn of listener words ("yeah" said as the
+reply ended), interjections or noise, and says nothing when it lets one go (found by a fresh-user
+trial: the pill stayed on "Thinking…" until the user spoke again)."""
+
 PRE_SESSION_KEEP_S = 3.0
 """Mic audio kept while the session is being opened, seconds."""
 
@@ -152,6 +158,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         self._echo_key: Any = None
         self._done_ok: set[str] = set()
         self._speech_stop_at: float | None = None
+        self._thinking_since: float | None = None  # speech_stopped with no response.created since
         self._speech_end_at: float | None = None
         self._first_audio_pending = False
         self._user_speaking_since: float | None = None
@@ -542,7 +549,10 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             self._speech_stop_at = now
             self._speech_end_at = self._time_of_sample(ms_to_samples(ev.audio_end_ms, INPUT_SAMPLE_RATE_HZ))
             self._first_audio_pending = True
+            self._thinking_since = now
             self.set_phase("thinking")
+        elif isinstance(ev, E.ResponseCreated):
+            self._thinking_since = None
         elif isinstance(ev, E.ResponseDone):
             if ev.status == "cancelled":
                 self.flush_output(ev.response_id)
@@ -562,6 +572,10 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                     self.flush_output(rid)
             if not self.playback.is_playing(now) and v.phase in ("speaking", "interrupted"):
                 self.set_phase("listening")  # (not from thinking: the model listens each unit until it answers)
+            elif v.phase == "thinking" and self._thinking_since is not None and self._user_speaking_since is None \
+                    and now - self._thinking_since > THINKING_GIVE_UP_S:
+                self._thinking_since = None
+                self.set_phase("listening")  # a turn the server let go (listener words, noise)
         elif isinstance(ev, E.OutputAudioCleared):
             self.flush_output(None)
         elif isinstance(ev, E.PlaybackAcknowledged):

@@ -321,3 +321,30 @@ async def test_handler_refuses_when_full(engine):
     from fastrtc import CloseStream
 
     assert isinstance(await h.emit(), CloseStream)
+
+
+async def test_a_turn_the_server_lets_go_does_not_leave_the_page_thinking(engine, monkeypatch):
+    import app.ui.handler as handler_mod
+
+    h = _handler(engine)
+    await h.start_up()
+    clock = [100.0]
+    monkeypatch.setattr(handler_mod.time, "monotonic", lambda: clock[0])
+
+    def unit(i: int) -> None:
+        h.on_event(E.ResponseListen(unit_index=i, reason="model_listen"))
+
+    h.on_event(E.SpeechStopped(audio_end_ms=900))  # "yeah", said as the reply ended: not answered
+    assert h.view.phase == "thinking"
+    clock[0] += handler_mod.THINKING_GIVE_UP_S - 1.0
+    unit(1)
+    assert h.view.phase == "thinking"  # a reply may still be on its way
+    clock[0] += 2.0
+    unit(2)
+    assert h.view.phase == "listening"
+
+    h.on_event(E.SpeechStopped(audio_end_ms=5000))  # a question the server answers, slowly
+    h.on_event(E.ResponseCreated(response_id="r1"))
+    clock[0] += handler_mod.THINKING_GIVE_UP_S + 1.0
+    unit(3)
+    assert h.view.phase == "thinking"  # it answers: the audio will come
