@@ -67,7 +67,7 @@ from app.ui.frames import UnitFrames
 from app.ui.playback import Playback
 from app.ui.registry import HandlerRegistry, retry_after_s
 from app.ui.settings import UISettings, parse_args
-from app.ui.view import ConversationView
+from app.ui.view import THINKING_GIVE_UP_S, ConversationView
 
 log = logging.getLogger(__name__)
 
@@ -92,12 +92,6 @@ UI_PUSH_S = 0.25
 
 INPUT_STALL_S = 15.0
 """A session whose peer sent no audio for this long is closed (its slot is freed)."""
-
-THINKING_GIVE_UP_S = 4.0
-"""Seconds after ``speech_stopped`` with no ``response.created`` after which the page leaves
-"Thinking…" at the next unit: the server answers no turn of listener words ("yeah" said as the
-reply ended), interjections or noise, and says nothing when it lets one go (found by a fresh-user
-trial: the pill stayed on "Thinking…" until the user spoke again)."""
 
 PRE_SESSION_KEEP_S = 3.0
 """Mic audio kept while the session is being opened, seconds."""
@@ -548,8 +542,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             self._user_speaking_since = None
             self._speech_stop_at = now
             self._speech_end_at = self._time_of_sample(ms_to_samples(ev.audio_end_ms, INPUT_SAMPLE_RATE_HZ))
-            self._first_audio_pending = True
-            self._thinking_since = now
+            self._first_audio_pending, self._thinking_since = True, now
             self.set_phase("thinking")
         elif isinstance(ev, E.ResponseCreated):
             self._thinking_since = None
@@ -572,10 +565,9 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
                     self.flush_output(rid)
             if not self.playback.is_playing(now) and v.phase in ("speaking", "interrupted"):
                 self.set_phase("listening")  # (not from thinking: the model listens each unit until it answers)
-            elif v.phase == "thinking" and self._thinking_since is not None and self._user_speaking_since is None \
-                    and now - self._thinking_since > THINKING_GIVE_UP_S:
-                self._thinking_since = None
-                self.set_phase("listening")  # a turn the server let go (listener words, noise)
+            elif v.phase == "thinking" and self._user_speaking_since is None and self._thinking_since is not None \
+                    and now - self._thinking_since > THINKING_GIVE_UP_S:  # a turn the server let go
+                self.set_phase("listening")
         elif isinstance(ev, E.OutputAudioCleared):
             self.flush_output(None)
         elif isinstance(ev, E.PlaybackAcknowledged):

@@ -19,6 +19,12 @@ from typing import Any
 MAX_CAPTION_LINES = 14
 """Caption lines kept (oldest dropped first)."""
 
+THINKING_GIVE_UP_S = 4.0
+"""Seconds after ``speech_stopped`` with no ``response.created`` after which the page leaves
+"Thinking…" at the next unit: the server answers no turn of listener words ("yeah" said as the
+reply ended), interjections or noise, and says nothing when it lets one go (found by a fresh-user
+trial: the pill stayed on "Thinking…" until the user spoke again)."""
+
 PHASE_STATUS: dict[str, tuple[str, str]] = {
     "idle": ("Press Start to talk.", "info"),
     "listening": ("Listening…", "ok"),

@@ -25,6 +25,7 @@ from app.ui.settings import UISettings, parse_args
 from app.ui.view import (
     HEARING,
     PHASE_STATUS,
+    THINKING_GIVE_UP_S,
     ConversationView,
     render_captions,
     render_metrics,
@@ -336,7 +337,7 @@ async def test_a_turn_the_server_lets_go_does_not_leave_the_page_thinking(engine
 
     h.on_event(E.SpeechStopped(audio_end_ms=900))  # "yeah", said as the reply ended: not answered
     assert h.view.phase == "thinking"
-    clock[0] += handler_mod.THINKING_GIVE_UP_S - 1.0
+    clock[0] += THINKING_GIVE_UP_S - 1.0
     unit(1)
     assert h.view.phase == "thinking"  # a reply may still be on its way
     clock[0] += 2.0
@@ -345,6 +346,6 @@ async def test_a_turn_the_server_lets_go_does_not_leave_the_page_thinking(engine
 
     h.on_event(E.SpeechStopped(audio_end_ms=5000))  # a question the server answers, slowly
     h.on_event(E.ResponseCreated(response_id="r1"))
-    clock[0] += handler_mod.THINKING_GIVE_UP_S + 1.0
+    clock[0] += THINKING_GIVE_UP_S + 1.0
     unit(3)
     assert h.view.phase == "thinking"  # it answers: the audio will come
