@@ -204,8 +204,8 @@ def _fmt(value: Any, unit: str = "") -> str:
     return f"{value}{unit}"
 
 
-def _title(hint: list[str]) -> str:
-    return f' title="{_e(hint[0])}"' if hint else ""
+def _title(hint: str) -> str:
+    return f' title="{_e(hint)}"' if hint else ""
 
 
 def render_metrics(snap: dict[str, Any]) -> str:
@@ -217,14 +217,14 @@ def render_metrics(snap: dict[str, Any]) -> str:
          "Last turn: from the server's end-of-turn decision to the reply's first audio"),
         ("first-audio-speech-end", "First audio after you stopped", _fmt(m.get("first_audio_from_speech_end_ms"), " ms"),
          "Last turn: from the end of your speech to the reply's first audio"),
-        ("unit-compute", "Per-unit compute", _fmt(m.get("unit_compute_ms"), " ms")),
-        ("context", "Context used / max (tokens)", ctx),
-        ("turns", "Answered turns", _fmt(m.get("turns"))),
-        ("seen-text", "Camera text the model read", _e(snap.get("seen_text") or "–")),
+        ("unit-compute", "Per-unit compute", _fmt(m.get("unit_compute_ms"), " ms"), ""),
+        ("context", "Context used / max (tokens)", ctx, ""),
+        ("turns", "Answered turns", _fmt(m.get("turns")), ""),
+        ("seen-text", "Camera text the model read", _e(snap.get("seen_text") or "–"), ""),
     ]
     body = "".join(f'<div class="m-row"><span class="m-label"{_title(hint)}>{_e(label)}</span>'
                    f'<span class="m-val" data-testid="metric-{key}">{value}</span></div>'
-                   for key, label, value, *hint in rows)
+                   for key, label, value, hint in rows)
     return f'<h2 class="panel-title" data-i18n="metrics">Metrics</h2><div id="metrics" data-testid="metrics" class="metrics">{body}</div>'
 
 
