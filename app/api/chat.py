@@ -16,9 +16,11 @@ Behaviour worth knowing (decisions where vLLM-Omni's reference is ambiguous or d
 * Audio requested but the reply is empty (nothing to say): the response is text-only, audio
   omitted, no error (vLLM-Omni answers 400 "Audio generation completed but no audio was
   produced."; an empty reply is not a client error here).
-* The Thinker's reply is awaited BEFORE the HTTP status is sent, also when streaming, so
-  ``EmptyPrompt`` is a real 400 and a Thinker ``StageError`` a real 500. Later failures
-  (Talker/Code2Wav) inside a stream become ``data: {"error": {...}}`` then ``data: [DONE]``.
+* The reply is voiced while the Thinker writes it: a stream's first audio chunks may come before
+  its one text chunk (the whole reply text, as MiniCPM-o's aggregated text chunk), which follows
+  as soon as the Thinker is done. The first of them is awaited BEFORE the HTTP status is sent,
+  also when streaming, so ``EmptyPrompt`` is a real 400 and a ``StageError`` before it a real
+  500. Later failures inside a stream become ``data: {"error": {...}}`` then ``data: [DONE]``.
 * A client that disconnects cancels the request's :class:`RequestContext`: every stage drops
   the request's queued work and the Talker stops; the outcome is counted as ``cancelled``.
 * Metrics: ``omni_chat_requests{outcome=ok|bad_request|server_error|cancelled}``,
@@ -250,7 +252,7 @@ async def create_chat_completion(request: Request) -> Response:
     watcher = asyncio.create_task(_watch_disconnect(request, ctx))
     gen = run_chat(engine.pipeline, ctx, dec.chat_input, params, speech=want_audio)
     try:
-        reply = await anext(gen)
+        first = await anext(gen)  # the reply text, or its first audio
     except asyncio.CancelledError:
         ctx.cancel()
         watcher.cancel()
@@ -259,10 +261,8 @@ async def create_chat_completion(request: Request) -> Response:
         watcher.cancel()
         await gen.aclose()
         return _early_failure(exc, metrics, ctx)
-    assert isinstance(reply, ReplyText)
-
     rate = engine.family.capabilities.output_sample_rate_hz
-    job = _Job(ctx, model, created, t0, reply, gen, watcher, metrics, rate, fmt, want_audio,
+    job = _Job(ctx, model, created, t0, first, gen, watcher, metrics, rate, fmt, want_audio,
                _prompt_tokens(dec), req)
     if req.stream:
         return StreamingResponse(job.stream(), media_type="text/event-stream", headers=_SSE_HEADERS)
@@ -327,12 +327,15 @@ def _early_failure(exc: Exception, metrics: Any, ctx: RequestContext) -> Respons
 
 
 class _Job:
-    """One accepted request after its reply text exists: collects or streams the audio."""
+    """One accepted request after its first item (the reply text or its first audio): collects or
+    streams the rest."""
 
-    def __init__(self, ctx: RequestContext, model: str, created: int, t0: float, reply: ReplyText,
+    def __init__(self, ctx: RequestContext, model: str, created: int, t0: float, first: ReplyText | AudioChunk,
                  gen: AsyncIterator[ReplyText | AudioChunk], watcher: asyncio.Task[None], metrics: Any,
                  rate: int, fmt: str, want_audio: bool, prompt_tokens: int, req: M.ChatCompletionRequest) -> None:
-        self.ctx, self.model, self.created, self.t0, self.reply = ctx, model, created, t0, reply
+        self.ctx, self.model, self.created, self.t0 = ctx, model, created, t0
+        self.first: ReplyText | AudioChunk | None = first
+        self.reply: ReplyText | None = None  # (run_chat yields it before it ends)
         self.gen, self.watcher, self.metrics, self.rate, self.fmt = gen, watcher, metrics, rate, fmt
         self.want_audio, self.prompt_tokens, self.req = want_audio, prompt_tokens, req
         self.audio_id = M.new_audio_id()
@@ -344,14 +347,27 @@ class _Job:
             self.ttfp_s = time.perf_counter() - self.t0
             self.metrics.ttfp_s.labels("chat").observe(self.ttfp_s)
 
+    async def _items(self) -> AsyncIterator[ReplyText | AudioChunk]:
+        """The first item, then the rest; the reply text is kept as it passes."""
+        first, self.first = self.first, None
+        async for item in _chain(first, self.gen):
+            if isinstance(item, ReplyText):
+                self.reply = item
+            yield item
+
+    @property
+    def _reply(self) -> ReplyText:
+        assert self.reply is not None, "run_chat ended without the reply text"
+        return self.reply
+
     def _usage(self) -> dict[str, int]:
-        return M.usage(self.prompt_tokens, M.approx_tokens(self.reply.text))
+        return M.usage(self.prompt_tokens, M.approx_tokens(self._reply.text))
 
     def _extra(self) -> dict[str, Any]:
         return {
-            "user_text": self.reply.user_text,
-            "seen_text": list(self.reply.seen_text),
-            "ttft_s": round(self.reply.ttft_s, 4),
+            "user_text": self._reply.user_text,
+            "seen_text": list(self._reply.seen_text),
+            "ttft_s": round(self._reply.ttft_s, 4),
             "ttfp_s": None if self.ttfp_s is None else round(self.ttfp_s, 4),
             "audio_duration_s": round(self.audio_samples / self.rate, 4),
             "sample_rate_hz": self.rate,
@@ -367,7 +383,7 @@ class _Job:
     async def complete(self) -> Response:
         pieces: list[np.ndarray] = []
         try:
-            async for item in self.gen:
+            async for item in self._items():
                 if isinstance(item, AudioChunk):
                     self._first_audio()
                     pieces.append(item.audio)
@@ -376,7 +392,7 @@ class _Job:
             if self.want_audio and self.audio_samples:
                 pcm = np.concatenate(pieces)
                 data = await asyncio.to_thread(encode_audio, pcm, self.rate, self.fmt)
-                audio_obj = M.audio_object(self.audio_id, data, self.reply.text)
+                audio_obj = M.audio_object(self.audio_id, data, self._reply.text)
         except asyncio.CancelledError:
             self.ctx.cancel()
             await self._close()
@@ -388,9 +404,9 @@ class _Job:
         await self._close()
         self.metrics.requests.labels("ok").inc()
         body = M.completion_response(completion_id=self.ctx.request_id, created=self.created, model=self.model,
-                                     text=self.reply.text, audio=audio_obj, usage_obj=self._usage(),
+                                     text=self._reply.text, audio=audio_obj, usage_obj=self._usage(),
                                      layout=self.req.omni_layout, extra=self._extra(),
-                                     finish_reason=self.reply.finish_reason)
+                                     finish_reason=self._reply.finish_reason)
         return JSONResponse(body)
 
     # ---- streaming ----
@@ -403,11 +419,11 @@ class _Job:
         outcome = "cancelled"
         try:
             yield self._chunk({"role": "assistant", "content": ""}, "text")
-            if self.reply.text:
-                yield self._chunk({"content": self.reply.text}, "text")
             try:
-                async for item in self.gen:
-                    if not isinstance(item, AudioChunk):
+                async for item in self._items():
+                    if isinstance(item, ReplyText):
+                        if item.text:
+                            yield self._chunk({"content": item.text}, "text")
                         continue
                     self._first_audio()
                     self.audio_samples += item.audio.size
@@ -419,7 +435,7 @@ class _Job:
                                        "audio": {"id": self.audio_id, "data": b64, "transcript": item.text}},
                                       "audio", audio_metadata=meta)
                 last = "audio" if self.audio_samples else "text"
-                yield self._chunk({}, last, finish_reason=self.reply.finish_reason, x_omni=self._extra())
+                yield self._chunk({}, last, finish_reason=self._reply.finish_reason, x_omni=self._extra())
                 opts = self.req.stream_options
                 if opts is not None and opts.include_usage:
                     yield self._chunk(None, None, usage=self._usage())
@@ -440,3 +456,11 @@ class _Job:
                 self.ctx.cancel()
             self.metrics.requests.labels(outcome).inc()
             await self._close()
+
+
+async def _chain(first: ReplyText | AudioChunk | None,
+                 rest: AsyncIterator[ReplyText | AudioChunk]) -> AsyncIterator[ReplyText | AudioChunk]:
+    if first is not None:
+        yield first
+    async for item in rest:
+        yield item

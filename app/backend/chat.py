@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.backend.pipeline.segmenter import segment_text
-from app.backend.pipeline.stages import SamplingParams, ThinkerPrompt, Turn
+from app.backend.pipeline.stages import GeneratedReply, SamplingParams, ThinkerPrompt, Turn
 from app.backend.pipeline.workers import AudioChunk, Pipeline, RequestContext
 from app.constants import DEFAULT_INSTRUCTIONS
 
@@ -43,13 +42,13 @@ class ChatInput:
 
 @dataclass
 class ReplyText:
-    """The reply text, produced before any audio.
+    """The reply text, once the Thinker has written all of it.
 
     Attributes:
         text: the reply.
         user_text: what the model understood the user said (text parts + transcripts).
         seen_text: what it read in the images.
-        ttft_s: seconds from request start to the text.
+        ttft_s: seconds from request start to the whole text.
         finish_reason: ``stop``, or ``length`` when ``max_tokens`` cut the reply (see
             :class:`~app.backend.pipeline.stages.GeneratedReply`).
     """
@@ -64,7 +63,12 @@ class ReplyText:
 async def run_chat(
     pipeline: Pipeline, ctx: RequestContext, inp: ChatInput, params: SamplingParams, *, speech: bool
 ) -> AsyncIterator[ReplyText | AudioChunk]:
-    """Answer one chat request: yields one :class:`ReplyText`, then (if ``speech``) audio chunks.
+    """Answer one chat request: yields one :class:`ReplyText` and (if ``speech``) the audio chunks.
+
+    With ``speech`` the reply is voiced while the Thinker writes it (its short first segment goes
+    to the Talker at once, :meth:`Pipeline.stream_reply`), so the first audio chunks may come
+    before the :class:`ReplyText`; it follows as soon as the Thinker is done (at the next chunk).
+    Without ``speech`` the :class:`ReplyText` is the only item.
 
     Raises:
         EmptyPrompt: nothing to answer.
@@ -78,10 +82,21 @@ async def run_chat(
     if not user_text and not seen:
         raise EmptyPrompt("No text prompt found in messages (no text, no intelligible speech, no readable image)")
     prompt = ThinkerPrompt(inp.instructions, list(inp.history), user_text or "What do you see?", seen)
-    reply = await pipeline.generate_reply(ctx, prompt, params)
-    text = reply.text.strip()
-    yield ReplyText(text, user_text, seen, time.perf_counter() - t0, reply.finish_reason)
-    segments = segment_text(text) if text else []
-    if speech and segments:
-        async for chunk in pipeline.speak(ctx, segments):
-            yield chunk
+
+    def reply_text(reply: GeneratedReply, done_at: float) -> ReplyText:
+        return ReplyText(reply.text.strip(), user_text, seen, done_at - t0, reply.finish_reason)
+
+    if not speech:
+        reply = await pipeline.generate_reply(ctx, prompt, params)
+        yield reply_text(reply, time.perf_counter())
+        return
+    stream = pipeline.stream_reply(ctx, prompt, params)
+    told = False
+    async for chunk in pipeline.speak(ctx, stream):
+        if not told and stream.reply is not None:
+            told = True
+            yield reply_text(stream.reply, stream.done_at or time.perf_counter())
+        yield chunk
+    if not told:
+        assert stream.reply is not None  # (speak iterates the stream to its end)
+        yield reply_text(stream.reply, stream.done_at or time.perf_counter())

@@ -167,12 +167,29 @@ def test_stage_error_is_500_and_server_stays_up(server, monkeypatch) -> None:
     assert_serves(server.base_url)
 
 
-def test_stage_error_mid_stream_is_an_sse_error_event(server, monkeypatch) -> None:
+def test_stage_error_before_the_first_audio_is_500(server, monkeypatch) -> None:
     def boom(payload):
         raise RuntimeError("injected talker failure")
 
     monkeypatch.setattr(server.engine.pipeline.talker, "_fn", boom)
-    body = {"stream": True, "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]}
+    body = {"stream": True, "messages": [{"role": "user", "content": "Hi"}]}
+    err = assert_error(httpx.post(server.base_url + CHAT, json=body, timeout=120), 500, code="stage_error")
+    assert "talker" in err["message"] and "injected talker failure" in err["message"]
+    monkeypatch.undo()
+    assert_serves(server.base_url)
+
+
+def test_stage_error_mid_stream_is_an_sse_error_event(server, monkeypatch) -> None:
+    real, calls = server.engine.pipeline.talker._fn, []
+
+    def second_fails(text):  # the first segment is voiced, the second fails
+        calls.append(text)
+        if len(calls) > 1:
+            raise RuntimeError("injected talker failure")
+        return real(text)
+
+    monkeypatch.setattr(server.engine.pipeline.talker, "_fn", second_fails)
+    body = {"stream": True, "messages": [{"role": "user", "content": "Explain how a car engine works, step by step."}]}
     with httpx.stream("POST", server.base_url + CHAT, json=body, timeout=120) as r:
         assert r.status_code == 200
         events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
@@ -180,6 +197,7 @@ def test_stage_error_mid_stream_is_an_sse_error_event(server, monkeypatch) -> No
     err = json.loads(events[-2])["error"]
     assert err["code"] == "stage_error" and "talker" in err["message"]
     assert json.loads(events[0])["choices"][0]["delta"]["role"] == "assistant"
+    assert any(json.loads(e).get("modality") == "audio" for e in events[1:-2]), "the first segment's audio came first"
     monkeypatch.undo()
     assert_serves(server.base_url)
 

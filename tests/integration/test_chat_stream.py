@@ -141,7 +141,8 @@ def slow_talker(server, monkeypatch):
     return calls
 
 
-LONG = "Tell me a long story about a dragon and a knight."
+LONG = "Explain how a car engine works, step by step."
+"""Its greedy reply is voiced in three segments ("A car engine is " + two more)."""
 
 
 def wait_for_cancelled(base_url: str, before: float) -> None:
@@ -157,12 +158,12 @@ def test_stream_client_disconnect_cancels_the_stages(server, model, slow_talker)
             "messages": [{"role": "user", "content": LONG}]}
     with httpx.stream("POST", server.base_url + "/v1/chat/completions", json=body, timeout=120) as r:
         for line in r.iter_lines():
-            if line.startswith("data: ") and '"content":"' in line and '"role"' not in line:
-                break  # the reply text arrived: hang up before any audio
+            if line.startswith("data: "):
+                break  # the response began (its first audio is ready): hang up
     wait_for_cancelled(server.base_url, before)
     time.sleep(1.2)  # long enough for the Talker to have voiced every other segment
-    # at most the segment already in the Talker ran (none when the hang-up beat its first submit)
-    assert len(slow_talker) <= 1, slow_talker
+    # the first segment, and at most the one the Talker had begun when the client hung up
+    assert 1 <= len(slow_talker) <= 2, slow_talker
     assert_serves(server.base_url)
 
 

@@ -45,7 +45,8 @@ class ReplyStream:
         cancelled: True once the request is cancelled (the generation then stops at its next piece).
 
     Attributes:
-        reply: the final reply (None until the iteration has ended).
+        reply: the final reply (None until the Thinker is done).
+        done_at: ``time.perf_counter()`` when it was (None until then).
 
     The concatenation of the segments is the reply's text, except in one logged case: a reply the
     Thinker trimmed back past its early first segment ends after that segment (a final ``("",
@@ -62,6 +63,7 @@ class ReplyStream:
         self._voiced = threading.Event()
         self._will_voice = False
         self.reply: GeneratedReply | None = None
+        self.done_at: float | None = None
 
     def will_voice(self) -> None:
         """The consumer voices the segments and calls :meth:`first_voiced`: the Thinker may wait for it
@@ -106,7 +108,7 @@ class ReplyStream:
         finally:
             if not task.done():
                 task.cancel()
-        self.reply = reply
+        self.reply, self.done_at = reply, time.perf_counter()
         text = reply.text
         if first is None:
             rest = segment_text(text) if text else []
