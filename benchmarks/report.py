@@ -361,7 +361,8 @@ def section_browser(data: dict[str, Any]) -> list[str]:
     def ms(v: Any) -> str:
         return num(v, "ms")
 
-    head = ["row", "N", "ear-to-ear p50", "p95", "min", "max", "missing", "barge-in p50 / p95 (N)",
+    head = ["row", "N", "ear-to-ear p50", "p95", "min", "max", "missing", "from the older speech end p50 / p95",
+            "barge-in p50 / p95 (N)",
             "page mute p95", "concealed in replies", "jitter buffer p50", "handler dry gaps"]
     body = []
     for k in keys:
@@ -370,7 +371,9 @@ def section_browser(data: dict[str, Any]) -> list[str]:
         mute = r["barge_in"]["page_mute_summary_ms"]
         conc = (f"{g['concealed_ms_total']:.0f} ms of {g['reply_audio_ms_total'] / 1000:.1f} s "
                 f"({g['concealment_events_total']:.0f} events, {g['replies_with_concealment']}/{g['replies']} replies)")
+        old = r["ear_to_ear"].get("rms_end_summary_ms") or {}
         body.append([k, e["n"], ms(e["p50"]), ms(e["p95"]), ms(e["min"]), ms(e["max"]), r["ear_to_ear"]["missing"],
+                     f"{ms(old['p50'])} / {ms(old['p95'])}" if old.get("n") else "-",
                      f"{ms(b['p50'])} / {ms(b['p95'])} ({b['n']})" if b["n"] else "-", ms(mute["p95"]) if mute["n"] else "-",
                      conc, ms(g["jitter_buffer_ms"]["p50"]),
                      f"{g['server_dry_gaps_total']} ({ms(g['server_dry_gap_ms_total'])})"])

@@ -10,6 +10,7 @@ input.
 from app.media.audio import (
     PcmStreamResampler,
     decode_audio,
+    drop_leading_silence,
     encode_audio,
     encode_wav,
     float_to_pcm16,
@@ -41,6 +42,7 @@ __all__ = [
     "decode_base64",
     "decode_image",
     "demux_video",
+    "drop_leading_silence",
     "encode_audio",
     "encode_jpeg",
     "encode_png",

@@ -421,3 +421,18 @@ def test_pyav_sample_format_conversion(subtype: str) -> None:
     assert got_rate == rate and y.shape == (4800,)
     tol = 0.01 if subtype == "PCM_U8" else 1e-4
     assert np.abs(y - x.mean(axis=1)).max() < tol
+
+
+def test_drop_leading_silence_keeps_5_ms_before_the_first_sound() -> None:
+    from app.media import drop_leading_silence
+
+    rate = 24_000
+    tone = 0.3 * np.cos(2 * np.pi * 440 * np.arange(rate // 10) / rate).astype(np.float32)  # loud from its first sample
+    x = np.concatenate([np.full(960, 1e-5, np.float32), tone])  # 40 ms at -100 dBFS, then the sound
+    y = drop_leading_silence(x, rate)
+    assert y.size == tone.size + 120 and np.array_equal(y[120:], tone)
+    assert drop_leading_silence(tone, rate).size == tone.size  # nothing to drop
+    quiet = np.zeros(480, np.float32)
+    assert drop_leading_silence(quiet, rate).size == quiet.size  # all silence: left to the caller
+    with pytest.raises(MediaError):
+        drop_leading_silence(x, 0)

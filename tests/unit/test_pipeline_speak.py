@@ -65,3 +65,11 @@ def test_the_chunks_join_into_the_same_audio_and_the_same_words(tiny_family, one
     assert all(c.audio.size for c in chunks)  # no empty delta in a spoken reply
     first_words = chunks[0].text.split()
     assert 1 <= len(first_words) < len(SEGMENTS[0].split())  # the first chunk carries only its words
+
+
+def test_a_reply_starts_at_its_first_sound(one_chunk_per_segment):
+    """Piper begins a reply with ~30-45 ms of silence; the first chunk keeps only 5 ms of it."""
+    rate = 24_000
+    first, second = one_chunk_per_segment[0].audio, one_chunk_per_segment[1].audio
+    assert np.flatnonzero(np.abs(first) >= 1e-3)[0] <= 5 * rate // 1000
+    assert np.flatnonzero(np.abs(second) >= 1e-3)[0] > 5 * rate // 1000  # later segments are left as they come

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from app.backend.metrics import EngineMetrics
+from app.media import drop_leading_silence
 from app.backend.pipeline.reply_stream import EARLY_MIN_TOKENS, OnText, ReplyStream
 from app.backend.pipeline.segmenter import split_at_fractions
 from app.backend.pipeline.stages import (
@@ -439,7 +440,8 @@ class Pipeline:
         response is ``final`` so Code2Wav flushes its look-ahead. Every chunk yielded has audio
         (but in a reply with no audio at all): the words of a chunk Code2Wav held back go with the
         next chunk, and last words with no audio of their own get :data:`TAIL_PAD_S` of silence,
-        so a client gets one transcript delta per audio delta.
+        so a client gets one transcript delta per audio delta. The first chunk with audio starts at
+        its first sound (:func:`~app.media.drop_leading_silence`).
 
         Raises:
             RequestCancelled: ``ctx`` was cancelled.
@@ -486,8 +488,10 @@ class Pipeline:
                                 continue
                             if voiced:  # the reply's last words came with no audio of their own
                                 audio = np.zeros(round(TAIL_PAD_S * rate), np.float32)
-                        if audio.size and not voiced and isinstance(segments, ReplyStream):
-                            segments.first_voiced()
+                        if audio.size and not voiced:
+                            audio = drop_leading_silence(audio, rate)  # the listener would only wait through it
+                            if isinstance(segments, ReplyStream):
+                                segments.first_voiced()
                         voiced = voiced or bool(audio.size)
                         pending, pending_s = "", 0.0
                         yield AudioChunk(chunk.index, words, audio, chunk.final, compute_s)
