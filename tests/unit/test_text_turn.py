@@ -63,6 +63,17 @@ def test_final_punctuation_is_ignored_and_a_wordless_text_is_refused(lm):
         words_of("?!")
 
 
+def test_a_probability_does_not_depend_on_the_call_before_it(lm):
+    """The prompt's fixed start is kept between calls (only the words are evaluated), and a text
+    scores the same whatever was scored before it (another session, a longer or shorter text)."""
+    text = "How long should I boil an egg"
+    first = lm.end_probability(text)
+    for before in ("How long should I", "What is the capital of France", "How long should I boil an egg for me"):
+        lm.end_probability(before)
+        assert lm.end_probability(text) == first
+    assert lm._fixed_ready and len(lm._fixed) == len(lm._llm.tokenize(b"Transcript of a voice message:\n", add_bos=True))
+
+
 async def test_the_shared_scorer_runs_the_model_off_the_event_loop(lm):
     with SmartTurnScorer(lm, name="text-turn-test", prepare=words_of) as scorer:  # type: ignore[arg-type]
         p = await asyncio.wrap_future(scorer.score("What is the capital of France?"))
