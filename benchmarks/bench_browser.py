@@ -71,6 +71,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from app.client.latency import detect_speech_end_ms
+from app.media import float_to_pcm16
 from benchmarks.common import (
     ServerProcess,
     base_result,
@@ -94,9 +96,6 @@ from e2e.driver import (
     wait_until,
 )
 from e2e.media import read_wav, speech_span, speech_wav
-
-from app.client.latency import detect_speech_end_ms
-from app.media import float_to_pcm16
 
 QUESTIONS = (
     "What is the capital of France?",

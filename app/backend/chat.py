@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.backend.pipeline.stages import GeneratedReply, SamplingParams, ThinkerPrompt, Turn
+from app.backend.pipeline.stages import (
+    GeneratedReply,
+    SamplingParams,
+    ThinkerPrompt,
+    Turn,
+)
 from app.backend.pipeline.workers import AudioChunk, Pipeline, RequestContext
 from app.constants import DEFAULT_INSTRUCTIONS
 

@@ -153,28 +153,12 @@ def pcm16_to_float(data: bytes) -> np.ndarray:
 # ----------------------------------------------------------------------------- silence
 
 
-LEADING_SILENCE_DBFS: Final[float] = -60.0
-"""Samples quieter than this (peak) before the first louder one are silence to
-:func:`drop_leading_silence`."""
-
-
 def drop_leading_silence(audio: np.ndarray, rate: int, *, keep_ms: float = 5.0,
-                         floor_dbfs: float = LEADING_SILENCE_DBFS) -> np.ndarray:
-    """``audio`` without the silence before its first sample at or above ``floor_dbfs`` (peak),
-    less ``keep_ms`` of it kept so the onset is not cut.
-
-    Piper's first chunk of a reply begins with ~30-45 ms below -90 dBFS (measured on four
-    replies): time the listener only waits through.
-
-    Args:
-        audio: float32 mono, shape (n,).
-        rate: its sample rate, Hz (> 0).
-        keep_ms: silence kept before the first loud sample, ms.
-        floor_dbfs: the silence level, dBFS (peak).
-
-    Returns:
-        A view of ``audio`` from the kept start; ``audio`` itself when nothing reaches the floor
-        (all silence is left for the caller to judge).
+                         floor_dbfs: float = -60.0) -> np.ndarray:
+    """``audio`` (float32 mono, shape (n,), at ``rate`` Hz) from ``keep_ms`` before its first sample
+    at or above ``floor_dbfs`` (peak): the silence before it is dropped (Piper begins a reply with
+    ~30-45 ms below -90 dBFS, measured on four replies). A view; ``audio`` itself when no sample
+    reaches the floor (all silence is left for the caller to judge).
 
     Raises:
         MediaError: ``bad_audio`` for a bad rate or array.

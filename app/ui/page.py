@@ -242,8 +242,9 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
                                                 elem_id="temperature")
                         max_tokens = gr.Slider(4, 256, value=defaults.max_tokens, step=1,
                                                label="Tokens per unit (session max_tokens)", elem_id="max-tokens",
-                                               info="MiniCPM-o: text tokens it may speak per unit (default 20); "
-                                                    "the tiny family caps its whole reply with it")
+                                               info=f"Starts at this server's {defaults.max_tokens}. MiniCPM-o "
+                                                    "speaks at most this many text tokens per unit (its own default "
+                                                    "is 20); the tiny family caps its whole reply with it")
                         stack = gr.Slider(1, MAX_STACK, value=defaults.stack_frames, step=1,
                                           label="Frame stacking N (frames per unit)", elem_id="stack-frames")
                     unit_note = gr.Markdown("", elem_id="unit-note", elem_classes=["voice-note"])

@@ -62,7 +62,12 @@ def test_response_required_on_the_two_response_wav(barge_server, barge_wav, tmp_
     report = _check_report(proc, out)
     assert report["input_sha256"] == barge_wav["sha256"] and report["validation_mode"] == "response-required"
     assert "second_response_contains" in {c["name"] for c in report["checks"]}
-    assert report["responses"] and "paris" in report["responses"][0]["transcript"].lower()
+    first = report["responses"][0]
+    if first["reason"] == "user_overlap":  # the second question came before "Paris" was spoken (a late start)
+        assert "capital" in first["transcript"].lower() or "france" in first["transcript"].lower() \
+            or "paris" in first["transcript"].lower(), first
+    else:
+        assert "paris" in first["transcript"].lower(), first
     if report["ok"]:
         assert "rome" in report["responses"][1]["transcript"].lower()
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -352,18 +354,20 @@ async def test_reply_opens_at_end_of_turn_or_at_the_next_unit_boundary(make_serv
     assert_invariants(c.collector.events, f"reply_at_{reply_at}")
 
 
-async def _say_over_the_reply(url: str, question: Path, overlap: Path, *,
-                              min_responses: int = 1) -> tuple[list[dict], str]:
-    """Ask ``question``, say ``overlap`` as soon as the answer's first audio arrives, stream
-    silence until the session is quiet again (every response done, at least ``min_responses``
-    of them: a deferred answer is invisible until it opens, so "quiet" alone can come too early
-    on a loaded machine); return the events and the first response id."""
+async def _say_over_the_reply(url: str, question: Path, overlap: Path, *, min_responses: int = 1,
+                              on_first_audio: Callable[[], None] | None = None) -> tuple[list[dict], str]:
+    """Ask ``question``, say ``overlap`` as soon as the answer's first audio arrives (after calling
+    ``on_first_audio``), stream silence until the session is quiet again (every response done, at
+    least ``min_responses`` of them: a deferred answer is invisible until it opens, so "quiet" alone
+    can come too early on a loaded machine); return the events and the first response id."""
     async with DuplexClient(url) as c:
         await c.stream_pcm(wav_pcm16(question) + silence(0.2), chunk_ms=100, realtime=True)
         t0 = time.monotonic()
         while "response.output_audio.delta" not in types(c.collector.events) and time.monotonic() - t0 < 15:
             await c.stream_pcm(silence(0.1), chunk_ms=100, realtime=True)
         first = next(e["response_id"] for e in c.collector.events if e["type"] == "response.created")
+        if on_first_audio is not None:
+            on_first_audio()
         await c.stream_pcm(wav_pcm16(overlap) + silence(0.6), chunk_ms=100, realtime=True)
         t0 = time.monotonic()
         while time.monotonic() - t0 < 20:
@@ -465,3 +469,36 @@ async def test_words_that_begin_like_a_listener_response_are_read_again_as_they_
     assert done1["response"]["status_details"]["reason"] == "user_overlap", done1
     stopped = [i for i, e in enumerate(ev) if e["type"] == "input_audio_buffer.speech_stopped"]
     assert len(stopped) >= 2 and ev.index(done1) < stopped[1], "it ended only when the words did"
+
+
+async def test_words_over_the_reply_that_cannot_be_read_in_time_are_judged_by_their_length(make_server, speech_dir,
+                                                                                         monkeypatch):
+    """On a machine too busy to transcribe the words said over a reply in time (here: every ASR call
+    takes 0.8 s once the reply plays, and the session waits 0.3 s for it), a "Yeah." (shorter than
+    overlap_short_ack_ms) leaves the reply playing, as a read "yeah" would; longer unread words
+    still end it."""
+    from app.backend.duplex import turn_tracker
+
+    monkeypatch.setattr(turn_tracker, "SCORE_TIMEOUT_S", 0.3)
+    srv = make_server(turn_policy={})
+    slow = threading.Event()
+
+    def slow_asr(ctx, payload):
+        if slow.is_set() and payload[0] == "transcribe":
+            time.sleep(0.8)
+
+    srv.engine.pipeline.thinker.fault = slow_asr
+    story = espeak_wav("Tell me a story about a cat and a dog.", speech_dir / "story.wav", lead_s=0.3)
+    try:
+        ev, first = await _say_over_the_reply(srv.ws_url, story, espeak_wav("Yeah.", speech_dir / "yeah_bare.wav"),
+                                              on_first_audio=slow.set)
+        assert_invariants(ev, "unread_backchannel")
+        done1 = next(e for e in ev if e["type"] == "response.done" and e["response_id"] == first)
+        assert done1["response"]["status"] == "completed" and not done1["response"].get("status_details"), done1
+        slow.clear()
+        longer = espeak_wav("Okay, that's enough, thank you, I have heard enough.", speech_dir / "enough_long.wav")
+        ev, first = await _say_over_the_reply(srv.ws_url, story, longer, on_first_audio=slow.set)
+        done1 = next(e for e in ev if e["type"] == "response.done" and e["response_id"] == first)
+        assert done1["response"]["status_details"]["reason"] == "user_overlap", done1
+    finally:
+        srv.engine.pipeline.thinker.fault = None

@@ -411,7 +411,7 @@ class DuplexSession:
         """The words said over the reply at the last boundary are back: decide, then the held input."""
         if not self._turns.overlap_heard(msg):
             return
-        self._router.overlap_heard(msg.text, msg.unit_index)
+        self._router.overlap_heard(msg.text, msg.unit_index, msg.speech_ms)
         self._release_held()
 
     def _release_held(self) -> None:

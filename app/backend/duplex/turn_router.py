@@ -35,7 +35,7 @@ from app.backend.duplex.settings import SessionSettings
 from app.backend.duplex.turn_tracker import TurnTracker
 from app.backend.protocol import events as E
 from app.backend.turns.detector import TurnSignal
-from app.backend.turns.text_cues import backchannel, echoes
+from app.backend.turns.text_cues import backchannel, echoes, may_be_backchannel
 from app.constants import INPUT_SAMPLE_RATE_HZ
 
 log = logging.getLogger(__name__)
@@ -165,14 +165,25 @@ class TurnRouter:
         self._end_for_overlap(unit_index)
         return True
 
-    def overlap_heard(self, text: str | None, unit_index: int) -> None:
+    def overlap_heard(self, text: str | None, unit_index: int, speech_ms: float = 0.0) -> None:
         """The words said over the reply at a boundary: a listener response, noise or the reply's own
-        words coming back leave the reply playing; other words (or unread ones, ``None``) end it."""
+        words coming back leave the reply playing, and so does one word a letter away from a listener
+        response while the words are still short (:func:`~app.backend.turns.text_cues.may_be_backchannel`:
+        Whisper read "Yeah" 350 ms into it as "Yet"); other words end it. Unread words (``None``: the
+        transcript failed or timed out, as on a machine too busy to transcribe within
+        ``SCORE_TIMEOUT_S``) are judged by their length, as when no transcript is read at all: under
+        ``overlap_short_ack_ms`` of speech (``speech_ms``) they may be a "yeah" and the reply plays on
+        (they are read again as they go on); longer ones end it."""
         r = self._replies.active
         if r is None or not r.created:
             return  # it ended meanwhile
-        if text is not None and self._only_listening(text, r.clock.text_sent):
-            log.debug("session %s: %r over the reply is not a barge-in", self._session_id, text)
+        short = speech_ms < self._tcfg.overlap_short_ack_ms
+        if text is not None and (self._only_listening(text, r.clock.text_sent) or (short and may_be_backchannel(text))):
+            log.debug("session %s: %r over the reply is not a barge-in (yet)", self._session_id, text)
+            return
+        if text is None and short:
+            log.info("session %s: words over the reply unread after %.0f ms of speech: short, the reply plays on",
+                     self._session_id, speech_ms)
             return
         self._end_for_overlap(unit_index)
 

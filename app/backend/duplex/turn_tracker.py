@@ -51,11 +51,13 @@ class OverlapHeard:
         at_sample: the input sample they were asked at (identifies the request).
         unit_index: the unit the decision belongs to (``response.listen`` names it).
         text: the transcript, or None (the transcription failed or timed out).
+        speech_ms: speech of the utterance when it was asked, ms (decides when ``text`` is None).
     """
 
     at_sample: int
     unit_index: int
     text: str | None
+    speech_ms: float = 0.0
 
 
 def new_item_id() -> str:
@@ -163,19 +165,19 @@ class TurnTracker:
             return False
         self._overlap_at = at_sample
         self._overlap_read_ms = self._detector.current_speech_ms
-        self._spawn(self._run_overlap(at_sample, unit_index, utt))
+        self._spawn(self._run_overlap(at_sample, unit_index, utt, self._overlap_read_ms))
         return True
 
-    async def _run_overlap(self, at_sample: int, unit_index: int, utterance: np.ndarray) -> None:
+    async def _run_overlap(self, at_sample: int, unit_index: int, utterance: np.ndarray, speech_ms: float) -> None:
         assert self._transcribe is not None and self._post is not None
         text: str | None = None
         try:
             text = await asyncio.wait_for(self._transcribe(utterance), SCORE_TIMEOUT_S)
         except asyncio.CancelledError:
             raise
-        except Exception:  # unread words count as a barge-in, as before words were read
+        except Exception:  # unread words: their length decides (see TurnRouter.overlap_heard)
             log.warning("transcript of the words said over the reply failed", exc_info=True)
-        await self._post(OverlapHeard(at_sample, unit_index, text))
+        await self._post(OverlapHeard(at_sample, unit_index, text, speech_ms))
 
     def overlap_read_due(self, step_ms: float) -> bool:
         """Whether to read the words the user is saying (over a reply) now: they have spoken

@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 
 from app.backend.metrics import EngineMetrics
-from app.media import drop_leading_silence
 from app.backend.pipeline.reply_stream import EARLY_MIN_TOKENS, OnText, ReplyStream
 from app.backend.pipeline.segmenter import split_at_fractions
 from app.backend.pipeline.stages import (
@@ -47,6 +46,7 @@ from app.backend.pipeline.stages import (
     SamplingParams,
     ThinkerPrompt,
 )
+from app.media import drop_leading_silence
 
 log = logging.getLogger(__name__)
 

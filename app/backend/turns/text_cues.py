@@ -78,6 +78,25 @@ def backchannel(text: str) -> bool:
     return all(w in BACKCHANNEL_WORDS or _HUM.match(w) for w in t.split())
 
 
+def _one_edit_apart(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by exactly one inserted, deleted or replaced letter."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
+    return a[i + (len(a) == len(b)):] == b[i + 1:]
+
+
+def may_be_backchannel(text: str) -> bool:
+    """Whether ``text``, the words of an utterance read before it is over, may be a listener
+    response cut short: one word, one letter away from one of :data:`BACKCHANNEL_WORDS` of three
+    letters or more ("Yet" for "Yeah" read 350 ms into it, "Okey"). Such a read decides nothing:
+    the words are read again as they go on, and when they end."""
+    words = [w.lower() for w in _HYPHENATED_WORD.findall(text)]
+    return len(words) == 1 and any(len(w) >= 3 and _one_edit_apart(words[0], w) for w in BACKCHANNEL_WORDS)
+
+
 INTERJECTIONS: Final[frozenset[str]] = frozenset([
     "oh", "ohh", "ah", "ahh", "aah", "ooh", "uh", "um", "umm", "er", "erm", "hm", "hmm", "hmmm", "mm", "mmm"])
 """Sounds that are no request when said alone: surprise ("oh"), thinking ("hmm", "um"). Not "huh"
@@ -85,10 +104,21 @@ or "eh" (they ask to hear it again), nor "mm-hm" / "uh-huh" (they can mean yes).
 writes a tone melody or a door's squeak as "Oh"."""
 
 
+def _interjection(word: str) -> bool:
+    """An interjection, or one stuttered ("th-um", "h-hmm": one or two letters that are not a sound of
+    their own, then a hyphen; Whisper wrote "Hmm, um" as "Th-um." in a trial). "Mm-hmm" is no
+    stutter: it can mean yes."""
+    if word in INTERJECTIONS:
+        return True
+    *starts, last = word.split("-")
+    return bool(starts) and last in INTERJECTIONS and all(len(s) <= 2 and s not in INTERJECTIONS for s in starts)
+
+
 def only_interjection(text: str) -> bool:
-    """Whether ``text`` is nothing but interjections ("Oh.", "Hmm, um"): a sound, not a turn to answer."""
+    """Whether ``text`` is nothing but interjections ("Oh.", "Hmm, um", "Th-um."): a sound, not a
+    turn to answer."""
     words = [w.lower() for w in _HYPHENATED_WORD.findall(text)]
-    return bool(words) and all(w in INTERJECTIONS for w in words)
+    return bool(words) and all(_interjection(w) for w in words)
 
 
 ECHO_WORD_SHARE: Final[float] = 0.6
