@@ -58,7 +58,7 @@ IN_PROCESS_NOTE = ("note: no --url given, so the models are loaded in this proce
 KEY_HINT = "hint: the server wants an API key: set OPENAI_API_KEY or OMNI_API_KEY to it"
 
 
-def _remote(args: argparse.Namespace, messages: list[dict[str, Any]], out: Path) -> tuple[str, str | None]:
+def _remote(args: argparse.Namespace, messages: list[dict[str, Any]], out: Path) -> tuple[str, str | None, str | None]:
     from openai import OpenAI
 
     client = OpenAI(base_url=_api_base(args.url), api_key=api_key_from_env() or "EMPTY", max_retries=0)
@@ -73,10 +73,11 @@ def _remote(args: argparse.Namespace, messages: list[dict[str, Any]], out: Path)
         text = text or (choice.message.content or "")
         if choice.message.audio is not None and not audio_b64:
             audio_b64 = choice.message.audio.data
+    heard = ((resp.model_extra or {}).get("x_omni") or {}).get("user_text")  # (this server's; vLLM-Omni has none)
     if audio_b64:
         out.write_bytes(base64.b64decode(audio_b64))
-        return text, str(out)
-    return text, None
+        return text, str(out), heard
+    return text, None, heard
 
 
 async def _local(args: argparse.Namespace, out: Path) -> tuple[str, str, str | None]:
@@ -178,10 +179,11 @@ def run_chat_cli(args: argparse.Namespace) -> int:
         if args.url:
             messages = build_messages(args.text, Path(args.audio) if args.audio else None,
                                       Path(args.image) if args.image else None)
-            text, wav = _remote(args, messages, out)
+            text, wav, heard = _remote(args, messages, out)
         else:
             print(IN_PROCESS_NOTE, file=sys.stderr, flush=True)
             heard, text, wav = asyncio.run(_local(args, out))
+        if heard is not None:
             print(f"heard: {heard}")
     except MediaError as exc:
         print(f"error: bad input media: {exc}", file=sys.stderr)

@@ -241,10 +241,8 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
                         temperature = gr.Slider(0.0, 1.5, value=defaults.temperature, step=0.05, label="Temperature",
                                                 elem_id="temperature")
                         max_tokens = gr.Slider(4, 256, value=defaults.max_tokens, step=1,
-                                               label="Tokens per unit (session max_tokens)", elem_id="max-tokens",
-                                               info=f"Starts at this server's {defaults.max_tokens}. MiniCPM-o "
-                                                    "speaks at most this many text tokens per unit (its own default "
-                                                    "is 20); the tiny family caps its whole reply with it")
+                                               label="Reply tokens (session max_tokens)", elem_id="max-tokens",
+                                               info="Caps each reply. MiniCPM-o: text tokens per unit (its default: 20).")
                         stack = gr.Slider(1, MAX_STACK, value=defaults.stack_frames, step=1,
                                           label="Frame stacking N (frames per unit)", elem_id="stack-frames")
                     unit_note = gr.Markdown("", elem_id="unit-note", elem_classes=["voice-note"])

@@ -25,6 +25,7 @@ def test_cli_against_server_writes_reply_wav(server, tmp_path, capsys) -> None:
     assert run_chat_cli(args(text="What is the capital of France?", url=server.base_url, out=str(out))) == 0
     printed = capsys.readouterr().out
     assert "transcript:" in printed and "paris" in printed.lower(), printed
+    assert "heard: What is the capital of France?" in printed  # what the server understood (x_omni.user_text)
     assert f"audio: {out}" in printed
     info = sf.info(str(out))
     assert info.samplerate == OUTPUT_SAMPLE_RATE_HZ and info.channels == 1 and info.duration > 0.5

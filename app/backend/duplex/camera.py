@@ -89,9 +89,11 @@ class Camera:
         self._spawn(self._read(frame))
 
     def on_seen(self, msg: Seen) -> None:
-        """A background read finished (runs on the session's task)."""
+        """A background read finished (runs on the session's task). A read with no word in it (a
+        clock overlay such as Chromium's fake camera draws: "0:00:17:250 345") is nothing seen: the
+        Thinker would take it for what the user shows (a fresh-user trial got "Rome" for France)."""
         self._busy = False
-        self.seen_text = msg.text
+        self.seen_text = msg.text if sum(ch.isalpha() for ch in msg.text) >= 2 else ""
 
     async def _read(self, frame: np.ndarray) -> None:
         try:
