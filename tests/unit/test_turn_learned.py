@@ -194,13 +194,14 @@ def test_a_backchannel_is_a_listener_response_and_nothing_else(text: str, listen
 
 
 @pytest.mark.parametrize("text,maybe", [
-    ("Yet", True), ("Yeh.", True), ("Okey", True),
+    ("Yet", True), ("Yeh.", True), ("Okey", True), ("Yeah, vote.", True), ("Okay, that's", True),
     ("Stop.", False), ("Wait", False), ("No", False), ("What?", False), ("Hey", False),
-    ("Yet again", False), ("", False),
+    ("Yet again", False), ("Wait, stop", False), ("Okay, that's enough", False), ("", False),
 ])
 def test_one_word_a_letter_away_from_a_listener_response_may_be_one_cut_short(text: str, maybe: bool) -> None:
-    """Read 350 ms into "Yeah", Whisper wrote "Yet": a read before the words are over does not end
-    the reply on such a word (they are read again); real stop words are not near any."""
+    """Read 350 ms into "Yeah", Whisper wrote "Yet" (and "Yeah, vote." for "Yeah, okay"): a read
+    before the words are over does not end the reply on a last word that may be cut short after
+    listener words (they are read again); real stop words are not near any."""
     from app.backend.turns.text_cues import may_be_backchannel
 
     assert may_be_backchannel(text) is maybe

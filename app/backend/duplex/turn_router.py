@@ -181,7 +181,10 @@ class TurnRouter:
         if text is not None and (self._only_listening(text, r.clock.text_sent) or (short and may_be_backchannel(text))):
             log.debug("session %s: %r over the reply is not a barge-in (yet)", self._session_id, text)
             return
-        if text is None and short:
+        if text is not None:
+            log.debug("session %s: %r over the reply (%.0f ms of speech) takes the turn", self._session_id, text,
+                      speech_ms)
+        elif short:
             log.info("session %s: words over the reply unread after %.0f ms of speech: short, the reply plays on",
                      self._session_id, speech_ms)
             return

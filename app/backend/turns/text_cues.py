@@ -90,11 +90,14 @@ def _one_edit_apart(a: str, b: str) -> bool:
 
 def may_be_backchannel(text: str) -> bool:
     """Whether ``text``, the words of an utterance read before it is over, may be a listener
-    response cut short: one word, one letter away from one of :data:`BACKCHANNEL_WORDS` of three
-    letters or more ("Yet" for "Yeah" read 350 ms into it, "Okey"). Such a read decides nothing:
-    the words are read again as they go on, and when they end."""
+    response whose last word is cut short (read mid-word, Whisper guesses it): one word one letter
+    away from one of :data:`BACKCHANNEL_WORDS` of three letters or more ("Yet" for "Yeah" read
+    350 ms into it), or a listener response and one word more ("Yeah, vote." for "Yeah, okay").
+    Such a read decides nothing: the words are read again as they go on, and when they end."""
     words = [w.lower() for w in _HYPHENATED_WORD.findall(text)]
-    return len(words) == 1 and any(len(w) >= 3 and _one_edit_apart(words[0], w) for w in BACKCHANNEL_WORDS)
+    if len(words) == 1:
+        return any(len(w) >= 3 and _one_edit_apart(words[0], w) for w in BACKCHANNEL_WORDS)
+    return len(words) > 1 and backchannel(" ".join(words[:-1]))
 
 
 INTERJECTIONS: Final[frozenset[str]] = frozenset([
