@@ -23,6 +23,15 @@ SCORE_TIMEOUT_S = 5.0
 """A model score or transcript not back after this long counts as failed (the pause keeps listening)."""
 
 
+def _warn_failed(what: str, exc: BaseException) -> None:
+    """Log a failed score or transcript: a timeout (a busy machine) in one line, anything else
+    with its traceback."""
+    if isinstance(exc, TimeoutError):
+        log.warning("%s timed out after %.1f s", what, SCORE_TIMEOUT_S)
+    else:
+        log.warning("%s failed", what, exc_info=exc)
+
+
 @dataclass
 class Scored:
     """Posted to the session when an end-of-turn score is back.
@@ -175,8 +184,8 @@ class TurnTracker:
             text = await asyncio.wait_for(self._transcribe(utterance), SCORE_TIMEOUT_S)
         except asyncio.CancelledError:
             raise
-        except Exception:  # unread words: their length decides (see TurnRouter.overlap_heard)
-            log.warning("transcript of the words said over the reply failed", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - unread words: their length decides (see TurnRouter.overlap_heard)
+            _warn_failed("transcript of the words said over the reply", exc)
         await self._post(OverlapHeard(at_sample, unit_index, text, speech_ms))
 
     def overlap_read_due(self, step_ms: float) -> bool:
@@ -211,8 +220,8 @@ class TurnTracker:
             p: float | None = await asyncio.wait_for(asyncio.wrap_future(self._score(req.audio)), SCORE_TIMEOUT_S)
         except asyncio.CancelledError:
             raise
-        except Exception:  # a failed or slow score: keep listening (the hard cap still ends the turn)
-            log.warning("end-of-turn score failed", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - a failed or slow score: keep listening (the hard cap ends the turn)
+            _warn_failed("end-of-turn score", exc)
             p = None
         text = None
         if text_task is not None:
@@ -220,8 +229,8 @@ class TurnTracker:
                 text = await asyncio.wait_for(text_task, SCORE_TIMEOUT_S)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # no transcript: the acoustic score decides alone
-                log.warning("transcript for the end-of-turn cue failed", exc_info=True)
+            except Exception as exc:  # noqa: BLE001 - no transcript: the acoustic score decides alone
+                _warn_failed("transcript for the end-of-turn cue", exc)
         text_end = None
         if text and self._score_text is not None and any(c.isalnum() for c in text):
             if self._text_end is not None and self._text_end[0] == text:
@@ -232,8 +241,8 @@ class TurnTracker:
                     self._text_end = (text, text_end)
                 except asyncio.CancelledError:
                     raise
-                except Exception:  # no text score: the word cues and the acoustic score decide
-                    log.warning("text end-of-turn score failed", exc_info=True)
+                except Exception as exc:  # noqa: BLE001 - no text score: the word cues and the acoustic score decide
+                    _warn_failed("text end-of-turn score", exc)
         await self._post(Scored(req, p, time.perf_counter() - t0, text, text_end))
 
     def resolve(self, msg: Scored) -> list[TurnSignal]:
