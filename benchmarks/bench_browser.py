@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import sys
 import tempfile
 import time
@@ -159,6 +160,16 @@ class Row:
     turns: list[dict[str, Any]] = field(default_factory=list)
     barge: list[dict[str, Any]] = field(default_factory=list)
     ready_s: float | None = None
+    cpu_s: float = 0.0
+    """CPU time of the server process over its latency blocks, s (user + system)."""
+    busy_wall_s: float = 0.0
+    """Wall time of those blocks, s."""
+
+
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far, seconds (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _server(row: Row, host_url: str | None, wrap: Sequence[str]) -> ServerProcess:
@@ -209,9 +220,9 @@ def _open(browser: Any, base_url: str, tries: int = 3) -> OmniPage:
     raise AssertionError("unreachable")
 
 
-def _connect(tab: OmniPage, base_url: str) -> None:
+def _connect(tab: OmniPage, base_url: str, camera: bool = False) -> None:
     wait_until(lambda: active_sessions(base_url) == 0, 30, what="the conversation slot to be freed")
-    tab.start(camera=False)
+    tab.start(camera=camera)
     tab.wait_session(60)
     tab.sleep_until(tab.now_ms() + 1500)
 
@@ -484,6 +495,7 @@ def summarize_row(row: Row) -> dict[str, Any]:
                        "missing": sum(1 for t in turns if t["ear_to_ear_ms"] is None)},
         "stages_ms": stages, "pipeline_from_speech_stopped_ms": pipeline, "extra_ms": extra,
         "gaps": gaps, "barge_in": barge,
+        "server_cores": round(row.cpu_s / row.busy_wall_s, 3) if row.busy_wall_s else None,
     }
 
 
@@ -532,9 +544,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 k = min(args.block, args.n - done)
                 for r in rows:
                     r.tab = _open(browser, r.srv.base_url)
-                    _connect(r.tab, r.srv.base_url)
+                    _connect(r.tab, r.srv.base_url, args.camera)
                     if r.warm is None:  # warm-up turn (first model calls are slower), not counted
                         r.warm = _latency_turn(r.tab, clips[0])
+                    cpu0, wall0 = _process_cpu_s(r.srv.proc.pid), time.monotonic()
                     for i in range(done, done + k):
                         s = _latency_turn(r.tab, clips[i % len(clips)])
                         s["question"] = QUESTIONS[i % len(QUESTIONS)]
@@ -543,6 +556,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         print(f"[{r.key}] latency {i + 1}/{args.n}: {s['ear_to_ear_ms']} ms (stopped "
                               f"{st.get('speech_stopped')}, delta {st.get('first_delta')}, sent {st.get('first_sent')}, "
                               f"audible {st.get('page_audible')}; heard: {s['heard']!r})", flush=True)
+                    r.cpu_s += _process_cpu_s(r.srv.proc.pid) - cpu0
+                    r.busy_wall_s += time.monotonic() - wall0
                     r.tab.stop()
                     r.tab.close()
                 done += k
@@ -556,7 +571,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     # each barge-in in a new conversation: with the earlier turns in its context the tiny
                     # family answers the long question in a few words, and the reply ends by itself
                     r.tab = _open(browser, r.srv.base_url)
-                    _connect(r.tab, r.srv.base_url)
+                    _connect(r.tab, r.srv.base_url, args.camera)
                     b = _barge_turn(r.tab, long_clip, interrupt_clip, INTERRUPT_AFTER_MS[len(r.barge) % len(INTERRUPT_AFTER_MS)])
                     r.barge.append(b)
                     print(f"[{r.key}] barge-in {len(r.barge)} ({sum(map(_counts, r.barge))}/{args.barge_n} counted): "
@@ -599,7 +614,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "reproduce": ".venv/bin/python benchmarks/bench_browser.py",
         "setup": {
             "browser": f"{CHROMIUM} {chromium_version} headless, fake devices, scripted mic (WebAudio)",
-            "page_mode": "mic only (audio), overlap policy 'Interrupt as soon as I speak' (page default, local mute)",
+            "page_mode": (("camera on (Chromium's fake camera, 640x480)" if args.camera else "mic only (audio)")
+                          + ", overlap policy 'Interrupt as soon as I speak' (page default, local mute)"),
             "rms_threshold": RMS_THRESHOLD, "silence_hold_ms": SILENCE_HOLD_MS, "poll_ms": 50,
             "rows": [r.key for r in rows], "block": args.block, "n": args.n, "barge_n": args.barge_n,
             "interrupt_after_ms": INTERRUPT_AFTER_MS, "questions": list(QUESTIONS),
@@ -663,6 +679,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block", type=int, default=5, help="turns per row before the next row's turn (default 5)")
     ap.add_argument("--baseline-tree", type=Path, default=None, help="another checkout: adds the 'old' rows")
     ap.add_argument("--detectors", default="silence", help="comma list: silence,smart_turn (default silence)")
+    ap.add_argument("--camera", action="store_true", help="calls with the camera on (the page's default; "
+                    "Chromium's fake camera), not mic only")
     ap.add_argument("--impair", action="store_true", help="servers behind an impaired link in a network namespace")
     ap.add_argument("--delay-ms", type=float, default=20.0, help="--impair: base one-way delay (default 20)")
     ap.add_argument("--jitter-ms", type=float, default=40.0, help="--impair: + uniform 0..jitter ms (default 40)")

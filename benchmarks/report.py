@@ -30,7 +30,7 @@ OUT = ROOT / "BENCHMARKS.md"
 
 ORDER = ["chat", "duplex_s11", "duplex_final", "duplex_cores", "duplex_spec80", "duplex_k6", "duplex_k6_base", "duplex",
          "duplex_first_chunk", "duplex_check", "duplex_silence", "turns", "turns_nonspeech",
-         "turn_decisions_test", "turn_decisions_dev", "browser_lead", "browser_cores", "browser_chunks", "browser", "browser_page_ux",
+         "turn_decisions_test", "turn_decisions_dev", "browser_camera", "browser_lead", "browser_cores", "browser_chunks", "browser", "browser_page_ux",
          "browser_first_segment", "browser_impaired", "echo", "remote", "scale", "fuzz", "soak"]
 """Known result files, in the order their sections appear; others follow alphabetically."""
 
@@ -363,7 +363,7 @@ def section_browser(data: dict[str, Any]) -> list[str]:
 
     head = ["row", "N", "ear-to-ear p50", "p95", "min", "max", "missing", "from the older speech end p50 / p95",
             "barge-in p50 / p95 (N)",
-            "page mute p95", "concealed in replies", "jitter buffer p50", "handler dry gaps"]
+            "page mute p95", "concealed in replies", "jitter buffer p50", "handler dry gaps", "server cores"]
     body = []
     for k in keys:
         r = rows[k]
@@ -376,7 +376,8 @@ def section_browser(data: dict[str, Any]) -> list[str]:
                      f"{ms(old['p50'])} / {ms(old['p95'])}" if old.get("n") else "-",
                      f"{ms(b['p50'])} / {ms(b['p95'])} ({b['n']})" if b["n"] else "-", ms(mute["p95"]) if mute["n"] else "-",
                      conc, ms(g["jitter_buffer_ms"]["p50"]),
-                     f"{g['server_dry_gaps_total']} ({ms(g['server_dry_gap_ms_total'])})"])
+                     f"{g['server_dry_gaps_total']} ({ms(g['server_dry_gap_ms_total'])})",
+                     num(r.get("server_cores"), digits=2) if r.get("server_cores") is not None else "-"])
     out += table(head, body)
     out += ["#### Where the time goes (p50 / p95 per stage, ms; the stages add up to ear-to-ear)", ""]
     stage_rows = [[st["label"], *(f"{num(rows[k]['stages_ms'][st['key']]['p50'], digits=0)} / "

@@ -52,13 +52,13 @@ PAIRS_JS = """(() => {
     if (key === last) return;
     last = key;
     window.__pairs.push({t: performance.now(), state: pill.dataset.state, status: line.textContent.trim(),
-                         level: line.dataset.level});
+                         level: line.dataset.level, shown: getComputedStyle(line).display !== "none"});
   };
   new MutationObserver(sample).observe(document, {subtree: true, childList: true, characterData: true,
                                                   attributes: true, attributeFilter: ["data-state", "data-level"]});
 })();"""
-"""Init script: ``window.__pairs``, the state pill and the status line as the page shows them, sampled
-at every change of either (a MutationObserver: after each task that changed the page)."""
+"""Init script: ``window.__pairs``, the state pill and the status line as the page shows them (and
+whether the line is shown at all), sampled at every change of either (a MutationObserver: after each task that changed the page)."""
 
 
 def _disagreements(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -228,6 +228,10 @@ def test_every_state_and_the_transcript_after_a_barge_in(idle_server, pw, clips,
         assert not _disagreements(pairs), (_disagreements(pairs), seen)
         assert {"idle", *STATES} <= {p["state"] for p in pairs}, seen
         assert ("speaking", "Speaking… (talk to interrupt)") in seen and seen[-1][0] == "idle", seen
+        # the line is hidden while it says only what the pill says, shown when it says more
+        shown = {(p["state"], p["status"]): p["shown"] for p in pairs}
+        assert shown[("speaking", "Speaking… (talk to interrupt)")] is False, shown
+        assert shown[("listening", "Connected. Listening…")] is True, shown
         assert tab.external == [], tab.external
     finally:
         browser.close()

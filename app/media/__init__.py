@@ -30,6 +30,7 @@ from app.media.image import (
     encode_png,
     fit_within,
     grid_shape,
+    shrink_by_whole_factor,
     stack_frames,
 )
 from app.media.video import DemuxedVideo, demux_video, normalize_rotation, rotate_frame
@@ -56,6 +57,7 @@ __all__ = [
     "pcm16_to_float",
     "resample",
     "rotate_frame",
+    "shrink_by_whole_factor",
     "stack_frames",
     "to_data_url",
 ]

@@ -44,14 +44,15 @@ class UnitFrames:
         self.stack_n = max(1, min(MAX_STACK, int(n)))
 
     def add(self, rgb: np.ndarray, now: float) -> None:
-        """Record one camera frame (uint8 RGB (h, w, 3)) seen at monotonic time ``now``."""
+        """Record one camera frame (uint8 RGB (h, w, 3), a strided view allowed) seen at monotonic
+        time ``now``; only the frames kept for the model are copied."""
         self.latest = rgb
         if self.stack_n <= 1:
             return
         spacing = self.unit_ms / 1000.0 / self.stack_n
         if now - self._last_sub_at >= spacing * 0.8:
             self._last_sub_at = now
-            self._subs.append(fit_within(rgb, self.max_side))
+            self._subs.append(np.ascontiguousarray(fit_within(rgb, self.max_side)))
             # keep only the newest window of sub-frames (bounded memory)
             if len(self._subs) > 2 * self.stack_n:
                 self._subs = self._subs[-2 * self.stack_n :]
@@ -60,7 +61,7 @@ class UnitFrames:
         """The images for the unit that closes now: ``(base,)`` or ``(base, composite)``; ``()`` if no camera."""
         if self.latest is None:
             return ()
-        base = fit_within(self.latest, self.max_side)
+        base = np.ascontiguousarray(fit_within(self.latest, self.max_side))
         subs, self._subs = self._subs, []
         if self.stack_n <= 1 or not subs:
             self.given = (base,)

@@ -32,6 +32,7 @@ from fastapi import FastAPI
 from fastrtc import Stream, WebRTC
 
 from app.constants import DEFAULT_INSTRUCTIONS
+from app.ui import gradio_log
 from app.ui import rtc as rtc_tuning
 from app.ui.chat_tab import build_chat_tab
 from app.ui.frames import MAX_STACK
@@ -190,9 +191,9 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
                app_ref: dict[str, Any]) -> gr.Blocks:
     """Build the Blocks page (not yet mounted).
 
-    Layout (Talk tab): the call bar (:data:`CALL_BAR`) on top, then the conversation transcript
-    and, beside it, the camera preview (what the model is given) with the unit's frames and the
-    metrics; the settings drawer (closed) below. The two FastRTC components keep their own
+    Layout (Talk tab): the call bar (:data:`CALL_BAR`) on top, then the status line, the
+    conversation transcript and the metrics and, beside them, the camera preview (what the model
+    is given) with the unit's frames; the settings drawer (closed) below. The two FastRTC components keep their own
     buttons hidden: ``page.js`` presses them for the call bar.
     """
     cfg = engine.config
@@ -214,9 +215,13 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
                 gr.HTML(CALL_BAR, elem_id="call-box", padding=False)
                 with gr.Row(elem_id="talk-row"):
                     with gr.Column(scale=3, min_width=300):
-                        captions = gr.HTML(render_captions(empty), elem_id="captions-box", padding=False)
-                        # (rendered once; then page.js writes it with the state pill: both from one message)
+                        # (rendered once; then page.js writes it with the state pill: both from one message,
+                        # and hides it while it only restates the pill)
                         gr.HTML(render_status(empty), elem_id="status-box", padding=False)
+                        captions = gr.HTML(render_captions(empty), elem_id="captions-box", padding=False)
+                        # (beside the transcript, not under the camera and the unit's frames: in a call at
+                        # 1280x900 those pushed it below the fold)
+                        metrics = gr.HTML(render_metrics(empty), elem_id="metrics-box", padding=False)
                     with gr.Column(scale=2, min_width=280, elem_id="preview-col"):
                         # Both stay mounted; the camera switch only hides one on the client (a server-side
                         # visibility update would make Gradio answer offers from a per-session copy of the
@@ -228,7 +233,6 @@ def build_page(engine: Any, registry: HandlerRegistry, prototype: OmniHandler, d
                             rtc_a = _webrtc("audio", elem_id="webrtc-audio", label="Conversation (mic only)",
                                             ice=rtc_configuration(cfg))
                         gr.HTML(UNIT_PREVIEW, elem_id="unit-box", padding=False)
-                        metrics = gr.HTML(render_metrics(empty), elem_id="metrics-box", padding=False)
                 with gr.Accordion("Conversation settings", open=False, elem_id="settings"):
                     instructions = gr.Textbox(value=defaults.instructions, label="Instructions (system prompt)",
                                               lines=2, elem_id="instructions")
@@ -376,6 +380,7 @@ def mount_ui(app: FastAPI, engine: Any) -> None:
     """
     cfg = engine.config
     rtc_tuning.install()  # mic packets decoded as they arrive (aiortc would hold four of them back)
+    gradio_log.install()  # no 'content_type ...' line per FastRTC request in the log
     registry = HandlerRegistry()
     defaults = default_settings(cfg)
     app_ref: dict[str, Any] = {"app": app}

@@ -11,7 +11,9 @@
 //    ...} for a notice that changes the status alone (app/ui/handler.py, view.py); both are shown
 //    at once, so they never disagree. Gradio renders #status once; only this script writes it
 //    then (and puts it back if Gradio re-renders it). Only "connecting" (Start pressed), "idle"
-//    (stopped) and problems found here (mic denied, no connection) are the page's own.
+//    (stopped) and problems found here (mic denied, no connection) are the page's own. The line
+//    is hidden while it only restates the pill ("Listening…" by "Listening"): it shows what the
+//    pill does not say ("Connected.", "Hearing you…", a notice, an error).
 //  * Level meters of the mic and of the assistant (levels measured by barge_in.js, drawn 10x/s
 //    while a call is live; nothing runs when idle).
 //  * Human messages in a banner (#omni-alert): mic/camera denied or missing, server full (with
@@ -141,11 +143,17 @@
   // the status line: {text, level}, the server's (with its phase) or the page's own (ownStatus)
   let status = null;
   const LEVELS = ["info", "ok", "warn", "error"];
+  const letters = (s) => (s || "").toLowerCase().replace(/[^\p{L}]+/gu, "");
+  function restatesPill(text) {  // the line would say only what the state pill says ("Listening…" by "Listening")
+    const w = $("omni-state-word");
+    return letters(text) === letters(w && w.textContent) || text === t("status_idle") || text === t("status_connecting");
+  }
   function showStatus() {
     const el = $("status");
     if (!el || !status) return;
     setText(el, status.text);
     if (el.dataset.level !== status.level) { el.dataset.level = status.level; el.className = "status status-" + status.level; }
+    el.classList.toggle("status-restated", restatesPill(status.text));
   }
   function setStatus(text, level) {
     if (typeof text !== "string") return;
@@ -160,13 +168,13 @@
   // name: the state; st: the server's {status, level} that comes with it (none: the page's own)
   function setState(name, st) {
     const el = $("omni-state");
-    if (st && typeof st.status === "string") setStatus(st.status, st.level); else ownStatus(name);
-    S.phases.push({ phase: name, status: status && status.text, t: performance.now() });
-    if (el) {
+    if (el) {  // (the pill first: the status line is hidden while it only restates it)
       el.dataset.state = name;
       const w = $("omni-state-word");
       if (w) { w.dataset.i18n = "state_" + name; setText(w, t("state_" + name)); }
     }
+    if (st && typeof st.status === "string") setStatus(st.status, st.level); else ownStatus(name);
+    S.phases.push({ phase: name, status: status && status.text, t: performance.now() });
     const live = call === "live";
     const intr = $("omni-interrupt");
     if (intr) intr.hidden = !(live && name === "speaking");
@@ -184,7 +192,7 @@
     const key = mode === "start" ? (refused ? "retry" : "start") : mode === "connecting" ? "connecting" : "stop";
     if (label) { if (label.dataset.i18n !== key) label.dataset.i18n = key; setText(label, t(key)); }
     const icon = b.querySelector(".omni-start-icon");
-    setText(icon, mode === "stop" ? "\u25A0" : mode === "connecting" ? "\u231B" : "\u25B6");
+    setText(icon, mode === "stop" ? "\u25A0" : mode === "connecting" ? "\u25CC" : "\u25B6");
     const busy = mode === "connecting" ? "true" : "false";
     if (b.getAttribute("aria-busy") !== busy) b.setAttribute("aria-busy", busy);
     const cam = $("omni-camera");
