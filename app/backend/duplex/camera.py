@@ -34,7 +34,7 @@ class Camera:
 
     Args:
         session_id: for request ids.
-        pipeline: reads frames (``Pipeline.read_image``).
+        pipeline: reads frames (``Pipeline.read_camera``: in the background where the family can).
         vision: the family reads frames (else nothing is read).
         max_frames_per_unit: frames a unit holds (base + composite).
         spawn: runs a coroutine as the session's background work.
@@ -97,7 +97,7 @@ class Camera:
 
     async def _read(self, frame: np.ndarray) -> None:
         try:
-            text = await self._pipeline.read_image(RequestContext(f"{self._id}:ocr"), frame)
+            text = await self._pipeline.read_camera(RequestContext(f"{self._id}:ocr"), frame)
         except (RequestCancelled, StageError, asyncio.CancelledError):
             text = self.seen_text
         await self._post(Seen(text))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -133,6 +134,16 @@ class Thinker(ABC):
         Returns:
             Text found in the image (``""`` if none).
         """
+
+    def read_camera(self, image: np.ndarray) -> Future[str] | None:
+        """Read a camera frame (uint8 RGB ``(h, w, 3)``) in the background, without holding up
+        speech work (ASR, end-of-turn scores, replies), where the family can.
+
+        Returns:
+            A future of :meth:`read_image`'s text; ``None`` (this default): the family cannot, and
+            the frame is read through the stage like any image.
+        """
+        return None
 
     @abstractmethod
     def generate(self, prompt: ThinkerPrompt, params: SamplingParams) -> str:

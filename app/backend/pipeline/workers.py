@@ -405,6 +405,22 @@ class Pipeline:
         """Text the Thinker reads in uint8 RGB ``image`` (h, w, 3)."""
         return await self.thinker.submit(ctx, ("read_image", image))
 
+    async def read_camera(self, ctx: RequestContext, image: np.ndarray) -> str:
+        """:meth:`read_image` of a camera frame, off the Thinker stage where the family can read in the
+        background (:meth:`~app.backend.pipeline.stages.Thinker.read_camera`), so a read in flight
+        never holds up a reply's transcript; else through the stage.
+
+        Raises:
+            StageError: the read failed.
+        """
+        future = self.family.thinker.read_camera(image)
+        if future is None:
+            return await self.read_image(ctx, image)
+        try:
+            return await asyncio.wrap_future(future)
+        except Exception as exc:  # (a bad frame, the engine's load error): this read fails, the session goes on
+            raise StageError("thinker", f"camera read failed: {exc}") from exc
+
     async def generate(self, ctx: RequestContext, prompt: ThinkerPrompt, params: SamplingParams) -> str:
         """The assistant's reply text to ``prompt``."""
         return (await self.generate_reply(ctx, prompt, params)).text

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final
 
 import numpy as np
@@ -29,7 +29,7 @@ from app.backend.models.tiny.asr import DEFAULT_BEAM_SIZE, WhisperAsr
 from app.backend.models.tiny.code2wav import TinyCode2Wav
 from app.backend.models.tiny.codebook import Codebook
 from app.backend.models.tiny.llm import DEFAULT_MAX_SENTENCES, N_CTX, GemmaLlm
-from app.backend.models.tiny.ocr import DEFAULT_MIN_SCORE, RapidOcr
+from app.backend.models.tiny.ocr import DEFAULT_MIN_SCORE, BackgroundOcr, RapidOcr
 from app.backend.models.tiny.runtime import DEFAULT_THREADS
 from app.backend.models.tiny.talker import PiperFront, TinyTalker
 from app.backend.models.tiny.vad import SileroVad, shared_silero_session
@@ -79,11 +79,14 @@ class TinyThinker(Thinker):
         ocr: text reader.
         llm: reply writer.
         vad_session: the shared Silero ONNX session handed to every :meth:`vad_factory` VAD.
+        camera_reader: reads camera frames in the background (:meth:`read_camera`); None: through the stage.
     """
 
-    def __init__(self, asr: WhisperAsr, ocr: RapidOcr, llm: GemmaLlm, vad_session) -> None:
+    def __init__(self, asr: WhisperAsr, ocr: RapidOcr, llm: GemmaLlm, vad_session,
+                 camera_reader: BackgroundOcr | None = None) -> None:
         self.asr = asr
         self.ocr = ocr
+        self.camera_reader = camera_reader
         self.llm = llm
         self._vad_session = vad_session
         self.load_times_s: dict[str, float] = {}
@@ -97,6 +100,11 @@ class TinyThinker(Thinker):
     def read_image(self, image: np.ndarray) -> str:
         """Text in a uint8 RGB ``(h, w, 3)`` image, lines joined by ``", "`` (``""`` if none)."""
         return self.ocr.read_text(image)
+
+    def read_camera(self, image: np.ndarray) -> Future[str] | None:
+        """A camera frame read by :class:`~app.backend.models.tiny.ocr.BackgroundOcr` (lowest
+        priority, outside the core lock); ``None`` without one."""
+        return self.camera_reader.submit(image) if self.camera_reader is not None else None
 
     def generate(self, prompt: ThinkerPrompt, params: SamplingParams) -> str:
         """Short reply (<= ``max_reply_sentences`` sentences); see :class:`GemmaLlm`."""
@@ -200,7 +208,8 @@ def load_tiny_family(config: dict | None = None) -> ModelFamily:
         loaded = {name: job() for name, job in jobs.items()}
     times["total"] = time.perf_counter() - t0
     talker, code2wav = loaded["voice"]
-    thinker = TinyThinker(loaded["asr"], loaded["ocr"], loaded["llm"], loaded["vad"])
+    thinker = TinyThinker(loaded["asr"], loaded["ocr"], loaded["llm"], loaded["vad"],
+                          camera_reader=BackgroundOcr(min_score=float(cfg["ocr_min_score"])))
     thinker.load_times_s.update(times)
     log.info(
         "tiny family loaded in %.2f s (%s)",

@@ -8,7 +8,10 @@ text; the reply prompt gets it as ``[The camera shows the text: ...]``.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
 
@@ -17,6 +20,8 @@ import numpy as np
 from app.backend.models.tiny import weights
 from app.backend.models.tiny.cache import ModelAssetMissingError, verify_sha256
 from app.backend.models.tiny.runtime import CORES, DEFAULT_THREADS, Priority
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MIN_SCORE: Final[float] = 0.5
 """Recognition confidence below which a text line is dropped (RapidOCR's own default)."""
@@ -64,11 +69,14 @@ class RapidOcr:
     """
 
     def __init__(
-        self, threads: int = DEFAULT_THREADS, min_score: float = DEFAULT_MIN_SCORE
+        self, threads: int = DEFAULT_THREADS, min_score: float = DEFAULT_MIN_SCORE, *,
+        hold_cores: bool = True,
     ) -> None:
         if not 0.0 <= min_score <= 1.0:
             raise ValueError(f"min_score must be in [0, 1], got {min_score}")
         from rapidocr_onnxruntime import RapidOCR
+
+        self._hold_cores = hold_cores
 
         paths = rapidocr_model_paths()
         self._engine = RapidOCR(
@@ -102,8 +110,12 @@ class RapidOcr:
         if img.ndim != 3 or img.shape[2] not in (3, 4) or min(img.shape[:2]) < 1:
             raise ValueError(f"image must be (h, w, 3) RGB, got shape {img.shape}")
         bgr = np.ascontiguousarray(img[:, :, 2::-1])  # RGB(A) -> BGR, as OpenCV expects
-        with self._lock, CORES.hold(Priority.WORK):
-            result, _elapse = self._engine(bgr)
+        with self._lock:
+            if self._hold_cores:
+                with CORES.hold(Priority.WORK):
+                    result, _elapse = self._engine(bgr)
+            else:
+                result, _elapse = self._engine(bgr)
         if not result:
             return []
         items = []
@@ -143,3 +155,48 @@ class RapidOcr:
             ValueError: see :meth:`read_lines`.
         """
         return LINE_SEPARATOR.join(text for text, _ in self.read_lines(image))
+
+
+BACKGROUND_NICE: Final[int] = 19
+"""OS niceness of the background reader's thread: the lowest priority (Linux sets it per thread)."""
+
+
+def _lowest_priority() -> None:
+    """Give the calling thread the lowest CPU priority (no-op where the OS refuses)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
+    except (AttributeError, OSError) as exc:  # (not Linux, or not allowed)
+        log.debug("background OCR thread keeps its priority: %s", exc)
+
+
+class BackgroundOcr:
+    """Camera reads that never hold up speech work.
+
+    A duplex session reads its camera again every few seconds and at each speech onset
+    (:mod:`app.backend.duplex.camera`). Through the Thinker stage and the core lock, one read
+    (~0.6 s on 2 threads, one uninterruptible call) in flight when the user paused delayed that
+    user's transcript, end-of-turn score and reply. Here reads run on one thread of their own at
+    the lowest OS priority (:data:`BACKGROUND_NICE`), with a single-threaded RapidOCR (no thread
+    pool that spins) and outside the core lock, so they use the cores only when speech work
+    leaves them idle; a read takes ~1 s on an idle machine, longer on a busy one.
+
+    The engine is built on that thread when the reader is made (a second RapidOCR: ~20 MB).
+
+    Args:
+        min_score: see :class:`RapidOcr`.
+    """
+
+    def __init__(self, min_score: float = DEFAULT_MIN_SCORE) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ocr-background",
+                                        initializer=_lowest_priority)
+        self._ocr: Future[RapidOcr] = self._pool.submit(RapidOcr, 1, min_score, hold_cores=False)
+
+    def submit(self, image: np.ndarray) -> Future[str]:
+        """Queue a read of uint8 RGB ``image`` ``(h, w, 3)``; the future gives :meth:`RapidOcr.read_text`'s
+        result, or its error (``ValueError`` for a bad image, the engine's load error)."""
+        frame = np.array(image, copy=True)  # (the caller may reuse its buffer; read_text checks it)
+        return self._pool.submit(lambda: self._ocr.result().read_text(frame))
+
+    def close(self) -> None:
+        """Stop the thread (queued reads are dropped)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
