@@ -103,6 +103,12 @@ def fit(latents: np.ndarray, clusters: int) -> np.ndarray:
     return km.cluster_centers_.astype(np.float32)
 
 
+CHECK_TOLERANCE = 0.01
+"""``--check`` on another CPU: the refit and the shipped codebook reconstruct the training frames
+within this relative margin of each other. (Float kernels differ between CPUs: a refit on an AMD
+EPYC differs bitwise from the one shipped, fitted on an Intel Xeon, at the same error, 0.2320.)"""
+
+
 def npy_bytes(arr: np.ndarray) -> bytes:
     """The exact bytes ``np.save`` writes for ``arr``."""
     buf = io.BytesIO()
@@ -134,9 +140,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"relative reconstruction error on training frames: {rel_err:.4f}")
     print(f"codebook bytes={len(data)} sha256={digest}")
     if args.check:
-        same = args.out.is_file() and args.out.read_bytes() == data
-        print("matches shipped file" if same else f"DIFFERS from {args.out}")
-        return 0 if same else 1
+        if args.out.is_file() and args.out.read_bytes() == data:
+            print("matches shipped file (bit for bit)")
+            return 0
+        if not args.out.is_file():
+            print(f"DIFFERS from {args.out} (missing)")
+            return 1
+        shipped = Codebook(np.load(args.out))
+        shipped_err = float(np.linalg.norm(shipped.decode(shipped.encode(latents)) - latents)
+                            / np.linalg.norm(latents))
+        print(f"shipped codebook's relative reconstruction error on the same frames: {shipped_err:.4f}")
+        if abs(shipped_err - rel_err) <= CHECK_TOLERANCE * rel_err:
+            print(f"matches shipped file in quality, not bit for bit (within {CHECK_TOLERANCE:.0%}: "
+                  "this CPU's float kernels give slightly different numbers)")
+            return 0
+        print(f"DIFFERS from {args.out}")
+        return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".npy.tmp")
     tmp.write_bytes(data)

@@ -337,8 +337,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         """One camera frame (uint8 BGR (h, w, 3)); never raises (it would end the video loop)."""
         try:
             self._echo_src = frame
-            # a view, not a copy: frames come at up to 30/s on the event loop and a 640x480 copy costs
-            # ~3 ms; the frame buffer copies the few frames the model is given
+            # (a view: a 640x480 copy costs ~3 ms on the event loop, up to 30/s; the buffer copies what it keeps)
             self.frames.add(frame[:, :, ::-1], time.monotonic())
         except Exception:  # noqa: BLE001 - any bug here must not end the peer's video loop
             self._fault("camera input")

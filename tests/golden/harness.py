@@ -192,6 +192,24 @@ def normalise(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [walk(e) for e in events]
 
 
+ASR_EVENT = "conversation.item.input_audio_transcription.completed"
+
+_FINAL_MARK = re.compile(r"[.!?]+$")
+
+
+def across_cpus(stream: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``stream`` with the sentence-final mark of each input transcription made ``.``: Whisper picks
+    it from near-equal scores, and another CPU's float kernels may pick another (an AMD EPYC hears
+    the barge-in's "Wait, stop." where the recording machine, an Intel Xeon, heard "Wait, stop!").
+    Everything else, the words included, stays exact."""
+    out = []
+    for e in stream:
+        if e.get("type") == ASR_EVENT and isinstance(e.get("transcript"), str):
+            e = {**e, "transcript": _FINAL_MARK.sub(".", e["transcript"])}
+        out.append(e)
+    return out
+
+
 async def record_all(engine: Any, cache: Path) -> dict[str, list[dict[str, Any]]]:
     """Run every script; returns name -> normalised stream."""
     return {name: normalise(await run_script(engine, steps)) for name, steps in scripts(cache).items()}

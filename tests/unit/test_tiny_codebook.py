@@ -136,4 +136,4 @@ def test_fit_script_reproduces_shipped_codebook() -> None:
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "matches shipped file" in proc.stdout
+    assert "matches shipped file" in proc.stdout  # bit for bit, or (another CPU) in quality within 1 %
