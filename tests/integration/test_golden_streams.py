@@ -84,7 +84,7 @@ async def test_an_unknown_detector_is_refused_at_load(deploy_config):
         _engine_config(deploy_config, detector="psychic")
 
 
-def test_only_the_final_mark_of_an_input_transcription_is_loosened():
+async def test_only_the_final_mark_of_an_input_transcription_is_loosened():
     ev = {"type": H.ASR_EVENT, "item_id": "<item 3>", "transcript": "Wait, stop!"}
     other = {"type": "response.audio_transcript.done", "transcript": "Wait, stop!"}
     assert H.across_cpus([ev, other]) == [{**ev, "transcript": "Wait, stop."}, other]
