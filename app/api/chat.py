@@ -47,7 +47,7 @@ from app.api import chat_models as M
 from app.api.errors import APIError, bad_request
 from app.api.media_resolve import DecodedRequest, MediaLimits, build_chat_input
 from app.backend.chat import ChatInput, EmptyPrompt, ReplyText, run_chat
-from app.backend.pipeline.stages import SamplingParams
+from app.backend.pipeline.stages import ContextLengthExceeded, SamplingParams
 from app.backend.pipeline.workers import (
     AudioChunk,
     RequestCancelled,
@@ -223,6 +223,8 @@ def _error_response(exc: APIError) -> JSONResponse:
 
 
 def _stage_error(exc: StageError) -> APIError:
+    if isinstance(exc.__cause__, ContextLengthExceeded):  # the request's fault, not the server's
+        return bad_request(str(exc.__cause__), code="context_length_exceeded", param="max_tokens")
     return APIError(500, f"{exc} (the request failed; the server keeps running)", code="stage_error",
                     type="server_error")
 
@@ -318,8 +320,9 @@ def _early_failure(exc: Exception, metrics: Any, ctx: RequestContext) -> Respons
         metrics.requests.labels("cancelled").inc()
         return Response(status_code=499)
     if isinstance(exc, StageError):
-        metrics.requests.labels("server_error").inc()
-        return _error_response(_stage_error(exc))
+        err = _stage_error(exc)
+        metrics.requests.labels("bad_request" if err.status < 500 else "server_error").inc()
+        return _error_response(err)
     log.exception("chat request %s failed", ctx.request_id, exc_info=exc)
     metrics.requests.labels("server_error").inc()
     return _error_response(APIError(500, f"internal error: {type(exc).__name__}: {exc}", code="internal_error",

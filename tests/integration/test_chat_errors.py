@@ -265,6 +265,18 @@ def test_text_over_max_text_chars(server) -> None:
     assert_serves(server.base_url)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_max_tokens_leaving_no_room_for_the_prompt_is_400(server, stream) -> None:
+    """A budget within the context's size but too big for it with the prompt (found by a fresh-user
+    trial: max_tokens 2000 of 2048 was a 500 with a traceback), streamed or not."""
+    n_ctx = server.engine.family.capabilities.max_context_tokens
+    body = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": n_ctx,
+            "stream": stream, "modalities": ["text"]}
+    err = assert_error(post(server.base_url, body), 400, code="context_length_exceeded", param="max_tokens")
+    assert "leaves no room for the prompt" in err["message"]
+    assert_serves(server.base_url)
+
+
 def test_local_path_outside_allowed_dir(limited, media_dir) -> None:
     outside = media_dir.parent / "outside.png"
     outside.write_bytes(png(10, 10))

@@ -110,6 +110,11 @@ class ThinkerPrompt:
     seen_text: list[str] = field(default_factory=list)
 
 
+class ContextLengthExceeded(ValueError):
+    """The prompt plus the reply budget (``max_tokens``) do not fit in the Thinker's context, even
+    with every history turn dropped: a request error (HTTP 400 ``context_length_exceeded``)."""
+
+
 class Thinker(ABC):
     """Stage 0: multimodal understanding -> reply text."""
 

@@ -41,6 +41,7 @@ from app.backend.pipeline.reply_stream import EARLY_MIN_TOKENS, OnText, ReplyStr
 from app.backend.pipeline.segmenter import split_at_fractions
 from app.backend.pipeline.stages import (
     Code2WavStream,
+    ContextLengthExceeded,
     GeneratedReply,
     ModelFamily,
     SamplingParams,
@@ -282,10 +283,14 @@ class StageWorker:
                 if not run.abandoned.is_set():
                     loop.call_soon_threadsafe(self._settle, item, True, result)
             except Exception as exc:  # one item's failure is that item's alone
-                log.exception("stage %s item failed", self.name)
+                if isinstance(exc, ContextLengthExceeded):  # the request's fault: no traceback
+                    log.info("stage %s item refused: %s", self.name, exc)
+                else:
+                    log.exception("stage %s item failed", self.name)
                 if not run.abandoned.is_set():
-                    loop.call_soon_threadsafe(self._settle, item, False,
-                                              StageError(self.name, f"{type(exc).__name__}: {exc}"))
+                    err = StageError(self.name, f"{type(exc).__name__}: {exc}")
+                    err.__cause__ = exc  # (the route tells a request error, ContextLengthExceeded, from a fault)
+                    loop.call_soon_threadsafe(self._settle, item, False, err)
         run.started_at = None
 
     def _settle(self, item: _Item, ok: bool, value: Any) -> None:

@@ -42,6 +42,7 @@ from app.backend.models.tiny.cache import (
 )
 from app.backend.models.tiny.runtime import CORES, DEFAULT_THREADS, Priority
 from app.backend.pipeline.stages import (
+    ContextLengthExceeded,
     GeneratedReply,
     SamplingParams,
     ThinkerPrompt,
@@ -315,7 +316,7 @@ class GemmaLlm:
             The prompt text.
 
         Raises:
-            ValueError: ``max_tokens`` leaves no room for even the fixed prompt.
+            ContextLengthExceeded: ``max_tokens`` leaves no room for even the fixed prompt.
         """
         budget = self.n_ctx - max_tokens
         history = list(prompt.history)
@@ -344,7 +345,8 @@ class GemmaLlm:
             trimmed = ThinkerPrompt(prompt.instructions, [], " ".join(words), seen)
             text = build_prompt(trimmed, [])
         if self.count_tokens(text) > budget:
-            raise ValueError(f"max_tokens={max_tokens} leaves no room in n_ctx={self.n_ctx}")
+            raise ContextLengthExceeded(f"max_tokens {max_tokens} leaves no room for the prompt in the "
+                                        f"Thinker's {self.n_ctx}-token context")
         return text
 
     def generate(self, prompt: ThinkerPrompt, params: SamplingParams) -> str:
