@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if logging.getLogger().getEffectiveLevel() >= logging.INFO:  # (LOG_LEVEL=DEBUG keeps them)
+        logging.getLogger("aioice").setLevel(logging.WARNING)  # ~8 lines of ICE checks per page call
     if argv and argv[0] == "realtime-demo":
         return _realtime_demo(argv[1:])
     if argv and argv[0] in _PASSTHROUGH:  # commands with their own parser (see their --help)

@@ -28,7 +28,7 @@ import time
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 AUDIO_OUTPUT_FORMATS: dict[str, str] = {
     "wav": "wav",
@@ -68,8 +68,8 @@ class AudioOutputOptions(_Open):
 class StreamOptions(_Open):
     """``stream_options``."""
 
-    include_usage: bool = False
-    continuous_usage_stats: bool = False
+    include_usage: StrictBool = False
+    continuous_usage_stats: StrictBool = False
 
 
 class ChatMessage(_Open):
@@ -92,7 +92,7 @@ class ChatCompletionRequest(_Open):
     messages: list[ChatMessage]
     modalities: Any = None
     audio: AudioOutputOptions | None = None
-    stream: bool = False
+    stream: StrictBool = False  # (JSON true/false only: "yes" or 1 is a 400, as OpenAI's)
     stream_options: StreamOptions | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
@@ -104,7 +104,7 @@ class ChatCompletionRequest(_Open):
     n: int | None = 1
     tools: list[Any] | None = None
     tool_choice: Any = None
-    logprobs: bool | None = None
+    logprobs: StrictBool | None = None
     top_logprobs: int | None = None
     sampling_params_list: list[dict[str, Any] | None] | None = None
     chat_template_kwargs: dict[str, Any] | None = None

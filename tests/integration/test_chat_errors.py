@@ -73,6 +73,8 @@ P0 = "messages[0].content[0]"
 
 BAD_REQUESTS = {
     "empty messages": ({"messages": []}, 400, "invalid_request", "messages", None),
+    "stream not a boolean": ({"messages": [{"role": "user", "content": "hi"}], "stream": "yes"}, 400,
+                             "invalid_request", "stream", None),
     "no messages key": ({"model": "x"}, 400, "invalid_request", "messages", None),
     "invalid json": (b"{not json", 400, "invalid_json", None, None),
     "json nested too deeply": (b"[" * 100_000 + b"]" * 100_000, 400, "invalid_json", None, "nested too deeply"),
