@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Final
 
@@ -110,12 +111,8 @@ class RapidOcr:
         if img.ndim != 3 or img.shape[2] not in (3, 4) or min(img.shape[:2]) < 1:
             raise ValueError(f"image must be (h, w, 3) RGB, got shape {img.shape}")
         bgr = np.ascontiguousarray(img[:, :, 2::-1])  # RGB(A) -> BGR, as OpenCV expects
-        with self._lock:
-            if self._hold_cores:
-                with CORES.hold(Priority.WORK):
-                    result, _elapse = self._engine(bgr)
-            else:
-                result, _elapse = self._engine(bgr)
+        with self._lock, CORES.hold(Priority.WORK) if self._hold_cores else nullcontext():
+            result, _elapse = self._engine(bgr)
         if not result:
             return []
         items = []
@@ -178,9 +175,9 @@ class BackgroundOcr:
     user's transcript, end-of-turn score and reply. Here reads run on one thread of their own at
     the lowest OS priority (:data:`BACKGROUND_NICE`), with a single-threaded RapidOCR (no thread
     pool that spins) and outside the core lock, so they use the cores only when speech work
-    leaves them idle; a read takes ~1 s on an idle machine, longer on a busy one.
+    leaves them idle (a read is slower than a foreground one; on a busy machine, much slower).
 
-    The engine is built on that thread when the reader is made (a second RapidOCR: ~20 MB).
+    The engine (a second RapidOCR) is built on that thread when the reader is made.
 
     Args:
         min_score: see :class:`RapidOcr`.
