@@ -181,6 +181,7 @@ def test_the_end_of_turn_carries_the_transcript_its_decision_read(cfg, say):
     ("Mm-hmm.", True), ("Yeah.", True), ("Okay.", True), ("Uh-huh.", True), ("I see.", True),
     ("Yeah, right.", True), ("Mhm", True), ("Yeah, okay, mm-hmm.", True),
     ("Okay, mm-tham.", True),  # Whisper base's spelling of espeak's "mm-hmm"
+    ("Uhuh, I see.", True),  # ... and of espeak's "Uh-huh, I see."
     ("Mmm, stop.", False), ("Hmm, what?", False),
     ("Wait, stop.", False), ("Stop.", False), ("No, no, stop.", False), ("Hold on a second.", False),
     ("Okay, that's enough, thank you.", False), ("What time is it in Paris?", False),

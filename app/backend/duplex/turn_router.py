@@ -12,7 +12,8 @@ about it, through the session's :class:`~app.backend.duplex.replies.ReplyRunner`
 * speech over a reply: a barge-in (``overlap_policy: barge_in_on_speech``) cancels it; otherwise
   ``barge_in_ms`` of it ends the reply (a soft interrupt: at the next unit boundary, or, where the
   detector reads words, as soon as they are read and are not only a listener response ("mm-hm",
-  "yeah"), noise or the reply's own echo); the utterance said over it is deferred and answered when
+  "yeah"), noise or the reply's own echo: a read as short as a listener response must say so twice
+  in a row, or the whole utterance must); the utterance said over it is deferred and answered when
   the reply ends (:meth:`promote_deferred`); a listener response is never answered.
 
 It owns no state of its own: the tracker, the runner, the playback ledger and the history own theirs;
@@ -35,7 +36,7 @@ from app.backend.duplex.settings import SessionSettings
 from app.backend.duplex.turn_tracker import TurnTracker
 from app.backend.protocol import events as E
 from app.backend.turns.detector import TurnSignal
-from app.backend.turns.text_cues import backchannel, echoes, may_be_backchannel
+from app.backend.turns.text_cues import backchannel, backchannel_length, echoes, may_be_backchannel
 from app.constants import INPUT_SAMPLE_RATE_HZ
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class TurnRouter:
                 self._emit(E.SpeechStopped(epoch=self._epoch(), item_id=item_id, audio_end_ms=_ms(sig.at_sample)))
                 self._overlap_ended(sig, item_id, utt)
             return
-        log.debug("session %s: turn signal %s at %d", self._session_id, sig.kind, sig.at_sample)
+        log.debug("session %s: turn signal %s at %d (%r)", self._session_id, sig.kind, sig.at_sample, sig.text)
         if sig.kind == "resumed":  # the pause was not the end: drop the speculative reply
             if r is not None and not r.confirmed:
                 self.cancel_reply(None)
@@ -169,7 +170,10 @@ class TurnRouter:
         """The words said over the reply at a boundary: a listener response, noise or the reply's own
         words coming back leave the reply playing, and so does one word a letter away from a listener
         response while the words are still short (:func:`~app.backend.turns.text_cues.may_be_backchannel`:
-        Whisper read "Yeah" 350 ms into it as "Yet"); other words end it. Unread words (``None``: the
+        Whisper read "Yeah" 350 ms into it as "Yet"); other words end it: at once when they are
+        longer than any listener response, otherwise once two reads in a row say so
+        (:meth:`TurnTracker.confirm_overlap`: a short read mid-word is often a misread "yeah"), or
+        when the utterance ends and is read whole (:meth:`_overlap_ended`). Unread words (``None``: the
         transcript failed or timed out, as on a machine too busy to transcribe within
         ``SCORE_TIMEOUT_S``) are judged by their length, as when no transcript is read at all: under
         ``overlap_short_ack_ms`` of speech (``speech_ms``) they may be a "yeah" and the reply plays on
@@ -179,9 +183,14 @@ class TurnRouter:
             return  # it ended meanwhile
         short = speech_ms < self._tcfg.overlap_short_ack_ms
         if text is not None and (self._only_listening(text, r.clock.text_sent) or (short and may_be_backchannel(text))):
+            self._turns.confirm_overlap(False)
             log.debug("session %s: %r over the reply is not a barge-in (yet)", self._session_id, text)
             return
         if text is not None:
+            if not self._turns.confirm_overlap(True) and backchannel_length(text):
+                log.debug("session %s: %r over the reply (%.0f ms of speech) may take the turn: read again",
+                          self._session_id, text, speech_ms)
+                return
             log.debug("session %s: %r over the reply (%.0f ms of speech) takes the turn", self._session_id, text,
                       speech_ms)
         elif short:

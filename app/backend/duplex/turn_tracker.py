@@ -119,6 +119,7 @@ class TurnTracker:
         self._text_end: tuple[str, float] | None = None  # the last transcript's text score (checks share it)
         self._overlap_at: int | None = None  # the boundary sample whose overlap words are being read
         self._overlap_read_ms: float | None = None  # speech of the utterance when its words were last read
+        self._overlap_claimed = False  # the last read of the utterance in progress took the turn
         self._item_over_reply = False
 
     # ------------------------------------------------------------------ detection
@@ -204,6 +205,21 @@ class TurnTracker:
             return False
         self._overlap_at = None
         return True
+
+    def confirm_overlap(self, takes_turn: bool) -> bool:
+        """Record one read's verdict on the utterance in progress (said over a reply).
+
+        A single read mid-utterance is often wrong: Whisper base read the first 300 ms of espeak-ng's
+        "Yeah okay sure" as "The air-dower" and of "Mm-hm" 600 ms in as "M.A. Commission", so one
+        read that would take the turn only asks for the next (after another ``barge_in_ms`` of
+        speech); the utterance's end is read whole in any case.
+
+        Returns:
+            True when this read and the one before it (of the same utterance) both take the turn.
+        """
+        confirmed = takes_turn and self._overlap_claimed
+        self._overlap_claimed = takes_turn
+        return confirmed
 
     def _request(self, req: ScoreRequest) -> None:
         if self._score is None or self._spawn is None or self._post is None:
@@ -297,6 +313,7 @@ class TurnTracker:
         self._item = new_item_id()
         self._item_over_reply = over_reply
         self._overlap_read_ms = None
+        self._overlap_claimed = False
         return self._item
 
     @property
@@ -333,6 +350,7 @@ class TurnTracker:
         self._last_turn = None
         self._item_over_reply = False
         self._overlap_read_ms = None
+        self._overlap_claimed = False
         self._item = item_id
         return item_id
 

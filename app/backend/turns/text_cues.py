@@ -44,11 +44,11 @@ def ends_sentence(text: str) -> bool:
 
 
 BACKCHANNEL_WORDS: Final[frozenset[str]] = frozenset([
-    "mm", "mmm", "hm", "hmm", "mhm", "mm-hm", "mm-hmm", "uh-huh", "uh", "huh", "um", "ah", "oh", "ooh", "wow",
+    "mm", "mmm", "hm", "hmm", "mhm", "mm-hm", "mm-hmm", "uh-huh", "uhuh", "uh", "huh", "um", "ah", "oh", "ooh", "wow",
     "yeah", "yes", "yep", "yup", "ya", "okay", "ok", "right", "sure", "alright", "cool", "nice", "great", "good",
     "true", "exactly", "indeed", "totally", "absolutely", "interesting", "really"])
 """Words a listener says to show they follow, not to take the turn (English listener responses;
-Whisper writes "mm-hm" as "Mm-hmm", "Mhm" or "Hmm")."""
+Whisper writes "mm-hm" as "Mm-hmm", "Mhm" or "Hmm", and "uh-huh" also as "Uhuh")."""
 
 BACKCHANNEL_PHRASES: Final[tuple[str, ...]] = ("i see", "got it", "all right", "of course", "that's right",
                                                 "makes sense", "i know", "go on")
@@ -76,6 +76,12 @@ def backchannel(text: str) -> bool:
     for phrase in BACKCHANNEL_PHRASES:
         t = re.sub(rf"\b{re.escape(phrase)}\b", " ", t)
     return all(w in BACKCHANNEL_WORDS or _HUM.match(w) for w in t.split())
+
+
+def backchannel_length(text: str) -> bool:
+    """Whether ``text`` has words, and no more than a listener response has
+    (:data:`BACKCHANNEL_MAX_WORDS`): a read of it that is not one may still be a misread one."""
+    return 0 < len(_HYPHENATED_WORD.findall(text)) <= BACKCHANNEL_MAX_WORDS
 
 
 def _one_edit_apart(a: str, b: str) -> bool:
