@@ -36,7 +36,12 @@ from app.backend.duplex.settings import SessionSettings
 from app.backend.duplex.turn_tracker import TurnTracker
 from app.backend.protocol import events as E
 from app.backend.turns.detector import TurnSignal
-from app.backend.turns.text_cues import backchannel, backchannel_length, echoes, may_be_backchannel
+from app.backend.turns.text_cues import (
+    backchannel,
+    backchannel_length,
+    echoes,
+    may_be_backchannel,
+)
 from app.constants import INPUT_SAMPLE_RATE_HZ
 
 log = logging.getLogger(__name__)
