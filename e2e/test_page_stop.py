@@ -57,7 +57,7 @@ def _stop_and_check_nothing_live(tab: OmniPage, base_url: str) -> None:
     then require every track from getUserMedia to have ended."""
     stop_at = tab.now_ms()
     tab.stop()
-    wait_until(lambda: tab.call_state() == "idle", 10, what="Stop")
+    wait_until(lambda: tab.call_state() == "idle", 20, what="Stop")  # (10 s ran out once, camera on, 2 slow cores)
     wait_until(lambda: active_sessions(base_url) == 0, 10, what="the slot to be freed")
     tab.page.wait_for_timeout(1500)  # FastRTC's own re-acquisition at Stop resolves well within this
     live = _live_tracks(tab, stop_at)

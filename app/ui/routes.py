@@ -14,6 +14,7 @@ messages to handlers, so control goes over plain HTTP).
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
@@ -23,6 +24,34 @@ from pydantic import BaseModel, Field
 from app.media import encode_jpeg
 from app.ui import trace as page_trace
 from app.ui.handler import HandlerRegistry
+
+
+POLLED_PREFIXES: tuple[str, ...] = ("/webrtc/unit/", "/webrtc/state/")
+"""Routes a live page or client polls (the unit preview about once a second per call)."""
+
+
+class PolledAccessFilter(logging.Filter):
+    """Drops uvicorn's access-log lines of polls of :data:`POLLED_PREFIXES` (one line per second per
+    call otherwise; a 404 there is "no frame yet"), unless ``uvicorn.access`` logs at DEBUG.
+    Server errors (5xx) stay.
+
+    uvicorn's access record: ``args = (client, method, path, http_version, status_code)``.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if not isinstance(args, tuple) or len(args) != 5 or logging.getLogger("uvicorn.access").isEnabledFor(logging.DEBUG):
+            return True
+        _client, method, path, _version, status = args
+        polled = method == "GET" and isinstance(path, str) and path.startswith(POLLED_PREFIXES)
+        return not (polled and isinstance(status, int) and status < 500)
+
+
+def quiet_polled_access_log() -> None:
+    """Put :class:`PolledAccessFilter` on ``uvicorn.access`` (idempotent)."""
+    logger = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, PolledAccessFilter) for f in logger.filters):
+        logger.addFilter(PolledAccessFilter())
 
 
 class ForceListenBody(BaseModel):
@@ -37,7 +66,9 @@ def _not_found(webrtc_id: str) -> JSONResponse:
 
 
 def install_routes(app: FastAPI, registry: HandlerRegistry) -> None:
-    """Add the side routes (call before Gradio is mounted at ``/``, which would shadow them)."""
+    """Add the side routes (call before Gradio is mounted at ``/``, which would shadow them); their
+    polls stay out of the access log (:func:`quiet_polled_access_log`)."""
+    quiet_polled_access_log()
     router = APIRouter(prefix="/webrtc", tags=["webrtc"])
 
     @router.post("/force_listen")

@@ -192,12 +192,15 @@ class TurnTracker:
     def overlap_read_due(self, step_ms: float) -> bool:
         """Whether to read the words the user is saying (over a reply) now: they have spoken
         ``step_ms`` of the utterance, or ``step_ms`` more since its words were last read as a
-        listener response ("Okay, ..." may go on "... that's enough"). False when the words cannot
-        be read (:attr:`reads_words`), a read or a score is out, or the user is silent."""
+        listener response ("Okay, ..." may go on "... that's enough"), or half that since a read
+        that would take the turn asked for a second one (:meth:`confirm_overlap`: the stop waits
+        on it). False when the words cannot be read (:attr:`reads_words`), a read or a score is
+        out, or the user is silent."""
         if not self.reads_words or self.waiting or not self._detector.user_speaking:
             return False
         last = self._overlap_read_ms
-        return self._detector.current_speech_ms - (last or 0.0) >= step_ms
+        step = step_ms / 2 if self._overlap_claimed else step_ms
+        return self._detector.current_speech_ms - (last or 0.0) >= step
 
     def overlap_heard(self, msg: OverlapHeard) -> bool:
         """The words of :meth:`read_overlap` are back; False for a stale message (dropped)."""
@@ -211,8 +214,8 @@ class TurnTracker:
 
         A single read mid-utterance is often wrong: Whisper base read the first 300 ms of espeak-ng's
         "Yeah okay sure" as "The air-dower" and of "Mm-hm" 600 ms in as "M.A. Commission", so one
-        read that would take the turn only asks for the next (after another ``barge_in_ms`` of
-        speech); the utterance's end is read whole in any case.
+        read that would take the turn only asks for the next (after half a ``barge_in_ms`` more of
+        speech, :meth:`overlap_read_due`); the utterance's end is read whole in any case.
 
         Returns:
             True when this read and the one before it (of the same utterance) both take the turn.
