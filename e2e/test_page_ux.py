@@ -16,7 +16,14 @@ from typing import Any
 
 import pytest
 
-from e2e.driver import TIMEOUT_SCALE, OmniPage, active_sessions, first_rise, launch, wait_until
+from e2e.driver import (
+    TIMEOUT_SCALE,
+    OmniPage,
+    active_sessions,
+    first_rise,
+    launch,
+    wait_until,
+)
 
 pytestmark = pytest.mark.e2e
 

@@ -25,7 +25,6 @@ from app.media import encode_jpeg
 from app.ui import trace as page_trace
 from app.ui.handler import HandlerRegistry
 
-
 POLLED_PREFIXES: tuple[str, ...] = ("/webrtc/unit/", "/webrtc/state/")
 """Routes a live page or client polls (the unit preview about once a second per call)."""
 
