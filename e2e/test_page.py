@@ -83,7 +83,8 @@ def test_chat_tab_answers_text_and_image(ui_server, pw, media, artifacts):
         # an uploaded picture is read
         tab.page.set_input_files("#chat-files input[type=file]", str(sign_png("OPEN\n24 HOURS", media / "chat_sign.png")))
         # Gradio uploads the file on its own: a Send before the upload is done sends no picture
-        wait_until(lambda: "chat_sign.png" in tab.text("#chat-files"), 30, what="the uploaded picture listed")
+        wait_until(lambda: tab.page.query_selector("#chat-files [aria-label='chat_sign.png']"), 30,
+                   what="the uploaded picture listed")
         tab.page.fill("#chat-text textarea", "What does the sign say?")
         tab.page.click("#chat-send")
         heard = wait_until(lambda: (t := tab.page.input_value("#chat-heard textarea")) and "Read:" in t and t, 90,
