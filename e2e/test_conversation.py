@@ -22,9 +22,10 @@ def _answered(text: str) -> bool:
     """An answer: Paris, or any whole sentence. Whisper base, through WebRTC's Opus on a loaded
     machine, has heard "What is the capital of friends?" (answers: "The capital of friends is New
     York.", or one without "capital"); the tests then require Paris only when the user's caption
-    shows that "France" was heard."""
-    t = text.lower().rstrip()
-    return "paris" in t or t.endswith((".", "!", "?"))
+    shows that "France" was heard. (A caption's text is its role label, the words, and the reply's
+    latency line, "346 ms", when it is done.)"""
+    lines = [line.strip() for line in text.lower().splitlines()]
+    return any("paris" in line or line.endswith((".", "!", "?")) for line in lines)
 
 
 def test_spoken_question_gets_spoken_answer_and_captions(ui_server, pw, question_mic, artifacts):
