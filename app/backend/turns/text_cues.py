@@ -69,10 +69,9 @@ def backchannel(text: str) -> bool:
 
     ``""`` and wordless text are not backchannels (they are not words at all; callers drop them).
     """
-    t = " ".join(w.lower() for w in _HYPHENATED_WORD.findall(text))
-    words = t.split()
-    if not words or len(words) > BACKCHANNEL_MAX_WORDS:
+    if not backchannel_length(text):
         return False
+    t = " ".join(w.lower() for w in _HYPHENATED_WORD.findall(text))
     for phrase in BACKCHANNEL_PHRASES:
         t = re.sub(rf"\b{re.escape(phrase)}\b", " ", t)
     return all(w in BACKCHANNEL_WORDS or _HUM.match(w) for w in t.split())
