@@ -413,9 +413,13 @@ async def test_meaningful_overlap_is_answered_after_the_reply_and_a_backchannel_
 
 async def test_with_the_transcript_a_short_stop_ends_the_reply_and_a_backchannel_does_not(make_server, speech_dir):
     """The learned detector hands the router the overlap's transcript: "Wait, stop." (shorter than
-    overlap_short_ack_ms, and here no unit-boundary interrupt either: barge_in_ms is huge) ends the
-    reply as soon as its turn ends; "Yeah." is a listener response and the reply plays on."""
-    srv = make_server(turn_policy={"barge_in_ms": 60_000})
+    overlap_short_ack_ms, and here no read while it is said either: barge_in_ms is huge) ends the
+    reply as soon as the user falls silent and the first check of the pause reads it, not when
+    its turn is decided (here only the 2 s cap ends the turn: no score reaches the thresholds);
+    "Yeah." is a listener response and the reply plays on."""
+    srv = make_server(turn_policy={"barge_in_ms": 60_000, "smart_turn_checks_ms": [200],
+                                   "smart_turn_thresholds": [0.9999], "smart_turn_sentence_threshold": 0.9999,
+                                   "smart_turn_confident_end_ms": 100_000})
     assert srv.engine.config.turn_policy.detector == "smart_turn"
     story = espeak_wav("Tell me a story about a cat and a dog.", speech_dir / "story.wav", lead_s=0.3)
     stop = espeak_wav("Wait, stop.", speech_dir / "wait_stop_bare.wav")
@@ -428,7 +432,7 @@ async def test_with_the_transcript_a_short_stop_ends_the_reply_and_a_backchannel
     listen = next(e for e in ev[ev.index(done1):] if e["type"] == "response.listen")
     assert listen["response_id"] == first
     stopped = [i for i, e in enumerate(ev) if e["type"] == "input_audio_buffer.speech_stopped"]
-    assert len(stopped) >= 2 and stopped[1] < ev.index(done1)  # it ended at the overlap's end of turn
+    assert len(stopped) >= 2 and ev.index(done1) < stopped[1]  # it ended before the overlap's turn did
 
     ev, first = await _say_over_the_reply(srv.ws_url, story, yeah)
     assert_invariants(ev, "backchannel_overlap_with_transcript")

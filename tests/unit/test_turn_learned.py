@@ -208,6 +208,20 @@ def test_one_word_a_letter_away_from_a_listener_response_may_be_one_cut_short(te
     assert may_be_backchannel(text) is maybe
 
 
+@pytest.mark.parametrize("text,stop", [
+    ("Wait", True), ("Wait, stop.", True), ("Stop!", True), ("No, no, stop.", True), ("Hold on", True),
+    ("That's enough.", True), ("Quiet, please", True),
+    ("Yeah.", False), ("Okay, I'll sit up.", False), ("The air-dower", False), ("EF-O-T", False),
+    ("Stopwatch", False), ("Waiter", False), ("", False),
+])
+def test_words_that_ask_to_stop_stop_the_reply_on_one_read(text: str, stop: bool) -> None:
+    """A short read over a reply waits for a second read (a misread "yeah" is junk), unless it
+    asks the assistant to stop: "Wait" read 300 ms into "Wait, stop." stops the reply then."""
+    from app.backend.turns.text_cues import asks_to_stop
+
+    assert asks_to_stop(text) is stop
+
+
 @pytest.mark.parametrize("text,answered", [
     ("Oh", False), ("Oh.", False), ("Hmm...", False), ("Um, uh", False), ("Ahh!", False),  # a sound, no request
     ("[Music]", False), ("", False), ("a", False),

@@ -403,8 +403,12 @@ class DuplexSession:
 
     def _on_scored(self, msg: Scored) -> None:
         """A model score is back: apply its decision at its sample, then the input held meanwhile."""
-        for sig in self._turns.resolve(msg):
+        fresh = self._turns.answers_awaited(msg)
+        signals = self._turns.resolve(msg)
+        for sig in signals:
             self._router.on_signal(sig)
+        if fresh and not signals and msg.text is not None and msg.request.check == 0:
+            self._router.overlap_paused(msg.text, self._turns.speech_ms)  # (words over a reply, read at a pause)
         self._release_held()
 
     def _on_overlap_heard(self, msg: OverlapHeard) -> None:

@@ -13,7 +13,7 @@ about it, through the session's :class:`~app.backend.duplex.replies.ReplyRunner`
   ``barge_in_ms`` of it ends the reply (a soft interrupt: at the next unit boundary, or, where the
   detector reads words, as soon as they are read and are not only a listener response ("mm-hm",
   "yeah"), noise or the reply's own echo: a read as short as a listener response must say so twice
-  in a row, or the whole utterance must); the utterance said over it is deferred and answered when
+  in a row (also at a pause) unless it asks to stop ("wait"), or the whole utterance must); the utterance said over it is deferred and answered when
   the reply ends (:meth:`promote_deferred`); a listener response is never answered.
 
 It owns no state of its own: the tracker, the runner, the playback ledger and the history own theirs;
@@ -37,6 +37,7 @@ from app.backend.duplex.turn_tracker import TurnTracker
 from app.backend.protocol import events as E
 from app.backend.turns.detector import TurnSignal
 from app.backend.turns.text_cues import (
+    asks_to_stop,
     backchannel,
     backchannel_length,
     echoes,
@@ -176,13 +177,15 @@ class TurnRouter:
         words coming back leave the reply playing, and so does one word a letter away from a listener
         response while the words are still short (:func:`~app.backend.turns.text_cues.may_be_backchannel`:
         Whisper read "Yeah" 350 ms into it as "Yet"); other words end it: at once when they are
-        longer than any listener response, otherwise once two reads in a row say so
-        (:meth:`TurnTracker.confirm_overlap`: a short read mid-word is often a misread "yeah"), or
-        when the utterance ends and is read whole (:meth:`_overlap_ended`). Unread words (``None``: the
-        transcript failed or timed out, as on a machine too busy to transcribe within
-        ``SCORE_TIMEOUT_S``) are judged by their length, as when no transcript is read at all: under
-        ``overlap_short_ack_ms`` of speech (``speech_ms``) they may be a "yeah" and the reply plays on
-        (they are read again as they go on); longer ones end it."""
+        longer than any listener response or when they ask to stop
+        (:func:`~app.backend.turns.text_cues.asks_to_stop`: "wait", "stop"), otherwise once two
+        reads in a row say so (:meth:`TurnTracker.confirm_overlap`: a short read mid-word is often
+        a misread "yeah"), or when the utterance ends and is read whole (:meth:`_overlap_ended`).
+        (Reads come as the words go on and at the first check of each pause, :meth:`overlap_paused`.)
+        Unread words (``None``: the transcript failed or timed out, as on a machine too busy to
+        transcribe within ``SCORE_TIMEOUT_S``) are judged by their length, as when no transcript is
+        read at all: under ``overlap_short_ack_ms`` of speech (``speech_ms``) they may be a "yeah"
+        and the reply plays on (they are read again as they go on); longer ones end it."""
         r = self._replies.active
         if r is None or not r.created:
             return  # it ended meanwhile
@@ -192,7 +195,7 @@ class TurnRouter:
             log.debug("session %s: %r over the reply is not a barge-in (yet)", self._session_id, text)
             return
         if text is not None:
-            if not self._turns.confirm_overlap(True) and backchannel_length(text):
+            if not self._turns.confirm_overlap(True) and backchannel_length(text) and not asks_to_stop(text):
                 log.debug("session %s: %r over the reply (%.0f ms of speech) may take the turn: read again",
                           self._session_id, text, speech_ms)
                 return
@@ -203,6 +206,17 @@ class TurnRouter:
                      self._session_id, speech_ms)
             return
         self._end_for_overlap(unit_index)
+
+    def overlap_paused(self, text: str, speech_ms: float) -> None:
+        """The user fell silent while talking over the open reply, and the detector's check of the
+        pause read the words so far (``text``, ``speech_ms`` of speech): one more read of them, as
+        :meth:`overlap_heard` judges reads while they are said (the session calls this at the first
+        check of each pause only: the later ones read the same audio), so a "Wait, stop." ends the reply
+        now and not when the turn is decided (the end-of-turn model may take seconds to call
+        espeak-ng's flat words complete). It is not the end of the utterance: the pause may be
+        the one inside "Yeah, right.", whose "Yeah" Whisper base read there as "yet"."""
+        if self._turns.began_over_reply:
+            self.overlap_heard(text, self._unit(), speech_ms)
 
     @staticmethod
     def _only_listening(text: str, reply_text: str) -> bool:

@@ -264,9 +264,18 @@ class TurnTracker:
                     _warn_failed("text end-of-turn score", exc)
         await self._post(Scored(req, p, time.perf_counter() - t0, text, text_end))
 
+    @property
+    def speech_ms(self) -> float:
+        """Speech in the utterance in progress, ms (0 when the user is silent)."""
+        return self._detector.current_speech_ms
+
+    def answers_awaited(self, msg: Scored) -> bool:
+        """Whether ``msg`` is the score the detector awaits (else it is stale, e.g. after a reset)."""
+        return msg.request is self._detector.awaiting
+
     def resolve(self, msg: Scored) -> list[TurnSignal]:
         """A score is back: the detector decides (stale scores, e.g. after a reset, are ignored)."""
-        if msg.request is not self._detector.awaiting:
+        if not self.answers_awaited(msg):
             return []
         self._score_calls += 1
         self._score_s += msg.seconds

@@ -83,6 +83,18 @@ def backchannel_length(text: str) -> bool:
     return 0 < len(_HYPHENATED_WORD.findall(text)) <= BACKCHANNEL_MAX_WORDS
 
 
+STOP_WORDS: Final[frozenset[str]] = frozenset(["stop", "wait", "hold", "enough", "pause", "quiet"])
+"""Words that ask the speaker to stop ("wait, stop", "hold on", "that's enough"): said over a
+reply, they take the turn however short the words are."""
+
+
+def asks_to_stop(text: str) -> bool:
+    """Whether ``text`` (words said over the assistant's reply) has a word of :data:`STOP_WORDS`:
+    then one read of it stops the reply, with no second read to confirm it (a misread listener
+    response is junk, "The air-dower", "EF-O-T", not a request to stop)."""
+    return any(w.lower() in STOP_WORDS for w in _WORD.findall(text))
+
+
 def _one_edit_apart(a: str, b: str) -> bool:
     """Whether ``a`` and ``b`` differ by exactly one inserted, deleted or replaced letter."""
     if abs(len(a) - len(b)) > 1 or a == b:
