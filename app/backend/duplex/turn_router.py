@@ -216,6 +216,7 @@ class TurnRouter:
         espeak-ng's flat words complete). It is not the end of the utterance: the pause may be
         the one inside "Yeah, right.", whose "Yeah" Whisper base read there as "yet"."""
         if self._turns.began_over_reply:
+            self._turns.note_overlap_read()
             self.overlap_heard(text, self._unit(), speech_ms)
 
     @staticmethod

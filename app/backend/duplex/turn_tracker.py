@@ -202,6 +202,12 @@ class TurnTracker:
         step = step_ms / 2 if self._overlap_claimed else step_ms
         return self._detector.current_speech_ms - (last or 0.0) >= step
 
+    def note_overlap_read(self) -> None:
+        """The words said over the reply were just read otherwise (at a pause, by the detector's
+        check): the next :meth:`read_overlap` is due only once more of them has been said
+        (:meth:`overlap_read_due`); a read of the same audio again would only repeat this one."""
+        self._overlap_read_ms = self._detector.current_speech_ms
+
     def overlap_heard(self, msg: OverlapHeard) -> bool:
         """The words of :meth:`read_overlap` are back; False for a stale message (dropped)."""
         if msg.at_sample != self._overlap_at:
