@@ -32,7 +32,7 @@ from fastapi import FastAPI
 from fastrtc import Stream, WebRTC
 
 from app.constants import DEFAULT_INSTRUCTIONS
-from app.ui import gradio_log
+from app.ui import gradio_log, rtc_log
 from app.ui import rtc as rtc_tuning
 from app.ui.chat_tab import build_chat_tab
 from app.ui.frames import MAX_STACK
@@ -381,6 +381,7 @@ def mount_ui(app: FastAPI, engine: Any) -> None:
     cfg = engine.config
     rtc_tuning.install()  # mic packets decoded as they arrive (aiortc would hold four of them back)
     gradio_log.install()  # no 'content_type ...' line per FastRTC request in the log
+    rtc_log.install()  # nor a WARNING per ICE candidate trickled before the offer is answered
     registry = HandlerRegistry()
     defaults = default_settings(cfg)
     app_ref: dict[str, Any] = {"app": app}
