@@ -213,10 +213,12 @@ def render_metrics(snap: dict[str, Any]) -> str:
     m = snap.get("metrics", {})
     ctx = "–" if m.get("context_tokens") is None else f'{m["context_tokens"]} / {_fmt(m.get("max_context_tokens"))}'
     rows = [
-        ("first-audio", "First audio after turn end", _fmt(m.get("first_audio_ms"), " ms"),
-         "Last turn: from the server's end-of-turn decision to the reply's first audio"),
-        ("first-audio-speech-end", "First audio after you stopped", _fmt(m.get("first_audio_from_speech_end_ms"), " ms"),
-         "Last turn: from the end of your speech to the reply's first audio"),
+        ("first-audio-speech-end", "Reply latency (after you stopped)",
+         _fmt(m.get("first_audio_from_speech_end_ms"), " ms"),
+         "Last turn: from the end of your speech to the reply's first audio (the wait you hear, less the network)"),
+        ("first-audio", "… of it, after the turn was decided", _fmt(m.get("first_audio_ms"), " ms"),
+         ("Last turn: from the server's end-of-turn decision to the reply's first audio; the rest of the "
+          "latency is the pause the turn detector listened to before it decided you had finished")),
         ("unit-compute", "Per-unit compute", _fmt(m.get("unit_compute_ms"), " ms"), ""),
         ("context", "Context used / max (tokens)", ctx, ""),
         ("turns", "Answered turns", _fmt(m.get("turns")), ""),
