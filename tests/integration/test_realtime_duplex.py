@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -97,7 +98,10 @@ async def test_no_response_to_silence_noise_or_tone(server, kind):
     assert len(listens) >= 9  # one per unit (10 s of 1 s units) + the post-commit decision
 
 
-async def test_admission_refuses_exactly_one_of_five_then_admits_after_close(make_server):
+async def test_admission_refuses_exactly_one_of_five_then_admits_after_close(make_server, caplog):
+    """Four slots: a fifth client is refused at once; a closed session frees its slot. The log
+    names each session as it opens and closes (why, after how long, slots taken)."""
+    caplog.set_level(logging.INFO, logger="app.backend.duplex.manager")
     server = make_server()  # a fresh server: no slots held by other tests
     assert server.engine.sessions.max_sessions == 4
 
@@ -123,6 +127,10 @@ async def test_admission_refuses_exactly_one_of_five_then_admits_after_close(mak
     assert again.session_id
     for c in [*ok[1:], again]:
         await c.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "app.backend.duplex.manager"]
+    first = ok[0].session_id
+    assert any(m.startswith(f"session {first} opened (realtime; ") for m in lines), lines
+    assert any(m.startswith(f"session {first} closed (") and "of 4 slots taken" in m for m in lines), lines
 
 
 async def test_soft_barge_in_ends_response_and_answers_second_question(server, tiny_family, speech_dir):

@@ -106,6 +106,7 @@ class SessionManager:
         self._opened_at[sid] = time.monotonic()
         self._metrics.sessions_active.set(len(self.sessions))
         self._metrics.sessions_admitted.labels(route).inc()
+        log.info("session %s opened (%s; %d of %d slots taken)", sid, route, len(self.sessions), self.max_sessions)
         s.start()
         return s
 
@@ -136,10 +137,13 @@ class SessionManager:
 
     def _release(self, session: Any) -> None:
         self._owner.pop(session.id, None)
-        self._opened_at.pop(session.id, None)
+        opened = self._opened_at.pop(session.id, None)
         if self.sessions.pop(session.id, None) is not None:
+            reason = getattr(session, "close_reason", None) or "unknown"
             self._metrics.sessions_active.set(len(self.sessions))
-            self._metrics.sessions_closed.labels(getattr(session, "close_reason", None) or "unknown").inc()
+            self._metrics.sessions_closed.labels(reason).inc()
+            log.info("session %s closed (%s) after %.1f s; %d of %d slots taken", session.id, reason,
+                     time.monotonic() - opened if opened is not None else 0.0, len(self.sessions), self.max_sessions)
 
     def start(self) -> None:
         """Start the reaper."""
