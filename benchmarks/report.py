@@ -29,7 +29,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 OUT = ROOT / "BENCHMARKS.md"
 
 ORDER = ["chat", "duplex_s11", "duplex_final", "duplex_cores", "duplex_spec80", "duplex_k6", "duplex_k6_base", "duplex",
-         "duplex_first_chunk", "duplex_check", "duplex_silence", "turns_overlap_reads2", "turns_overlap_reads", "turns", "turns_nonspeech",
+         "duplex_first_chunk", "duplex_check", "duplex_silence", "turns_stop_words", "turns_stop_words_v1", "turns_overlap_reads2", "turns_overlap_reads", "turns", "turns_nonspeech",
          "turn_decisions_test", "turn_decisions_dev", "browser_camera_bg", "browser_camera", "browser_mic_epyc", "browser_lead", "browser_cores", "browser_chunks", "browser", "browser_page_ux",
          "browser_first_segment", "browser_impaired", "echo", "remote", "scale", "fuzz", "soak"]
 """Known result files, in the order their sections appear; others follow alphabetically."""
