@@ -13,8 +13,9 @@ about it, through the session's :class:`~app.backend.duplex.replies.ReplyRunner`
   ``barge_in_ms`` of it ends the reply (a soft interrupt: at the next unit boundary, or, where the
   detector reads words, as soon as they are read and are not only a listener response ("mm-hm",
   "yeah"), noise or the reply's own echo: a read as short as a listener response must say so twice
-  in a row (also at a pause) unless it asks to stop ("wait"), or the whole utterance must); the utterance said over it is deferred and answered when
-  the reply ends (:meth:`promote_deferred`); a listener response is never answered.
+  in a row (the words are read as they go on and at each pause) unless it asks to stop ("wait"),
+  or the whole utterance must); the utterance said over it is deferred and answered when the reply
+  ends (:meth:`promote_deferred`); a listener response is never answered.
 
 It owns no state of its own: the tracker, the runner, the playback ledger and the history own theirs;
 the session hands it their references and small callables (``emit``, ``epoch``, ``settings``).
