@@ -41,7 +41,22 @@ def ui_server(deploy_config, tiny_family):
     yield srv
     srv.stop()
 BARGE_IN_LIMIT_MS = 500.0
-INTERRUPT_AFTER_MS = 800.0
+"""The assistant must be silent within this long after the user starts talking over it."""
+
+ONSET_AFTER_MS = 450.0
+"""The barge-in's speech onset comes this long after the second answer became audible. The second
+answer to the same question is the model's and may be short (about 1 s on a fresh CI machine), so
+the user cuts in early in it, well inside the answer."""
+
+
+def _duck_report(tab: OmniPage, rise: float) -> str:
+    """What the page heard and played around its first mute (for a failure message)."""
+    ducks = tab.ducks()
+    t = ducks[0]["t"]
+    near = lambda rows: [(round(r[0] - t), round(r[1], 4)) for r in rows if t - 300 <= r[0] <= t + 50]  # noqa: E731
+    coupling = tab.page.evaluate("() => window.__omni.echoCouplingDb")
+    return (f"the page muted the assistant on its own echo {t - rise:.0f} ms after the answer became audible: "
+            f"{ducks}; coupling {coupling} dB; played {near(tab.rms())}; mic {near(tab.mic_rms())}")
 
 
 def _ask(tab: OmniPage, clip) -> float:
@@ -66,7 +81,7 @@ def test_the_pages_own_echo_neither_mutes_nor_stops_the_answer_and_a_barge_in_st
         # (a floor only: the answer's length is the model's, 1.2-1.5 s on some CPUs; the checks below
         # are the point: no mute by the page, no cut by the server)
         assert end - rise >= 1000, f"the answer stopped after {end - rise:.0f} ms"
-        assert tab.ducks() == [], f"the page muted the assistant on its own echo: {tab.ducks()}"
+        assert tab.ducks() == [], _duck_report(tab, rise)
         assert not any("interrupted" in c for c in tab.captions("assistant")), tab.captions()
         assert tab.page.evaluate("() => window.__omni.echoCouplingDb") is not None  # the echo was measured
         coupling = tab.page.evaluate("() => window.__omni.echoCouplingDb")
@@ -76,16 +91,19 @@ def test_the_pages_own_echo_neither_mutes_nor_stops_the_answer_and_a_barge_in_st
         # 2) a real barge-in over the echo still silences the assistant at once and is answered
         tab.sleep_until(tab.now_ms() + 1500)
         rise2 = _ask(tab, clips["long"])
-        tab.sleep_until(rise2 + INTERRUPT_AFTER_MS)
-        assert tab.ducks() == [], tab.ducks()
+        lead_ms = speech_span(clips["interrupt"])[0] * 1000.0
+        tab.sleep_until(rise2 + ONSET_AFTER_MS - lead_ms)
+        assert tab.ducks() == [], _duck_report(tab, rise2)
         start2, end2 = tab.say(clips["interrupt"])
-        onset = start2 + speech_span(clips["interrupt"])[0] * 1000.0
+        onset = start2 + lead_ms
         silent = wait_until(lambda: silence_from(tab.rms(), onset), 10, what="silence after the barge-in")
         rms = tab.rms()
-        assert audible_between(rms, onset - 300, onset), "assistant was not speaking at the barge-in onset"
+        assert audible_between(rms, onset - 300, onset), \
+            f"assistant was not speaking at the barge-in onset ({onset - rise2:.0f} ms into its answer)"
         assert silent - onset <= BARGE_IN_LIMIT_MS, f"still audible {silent - onset:.0f} ms after the barge-in"
         ducks = tab.ducks()
-        assert len(ducks) == 1 and onset <= ducks[0]["t"] <= onset + BARGE_IN_LIMIT_MS, ducks
+        assert len(ducks) == 1 and onset <= ducks[0]["t"] <= onset + BARGE_IN_LIMIT_MS, \
+            f"speech onset {onset - rise2:.0f} ms into the answer; " + _duck_report(tab, rise2)
         tab.wait_caption("assistant", lambda c: "4" in c or "four" in c.lower(), 60)
         wait_until(lambda: first_rise(tab.rms(), end2), 30, what="the second answer's audio")
         tab.screenshot(artifacts / "echo_barge_in.png")

@@ -23,8 +23,11 @@
 // the assistant. So the mic level must also exceed the loudest assistant level of the last
 // ECHO_LAG_MS (what may be coming back) plus the echo coupling: the COUPLING_Q quantile of
 // (mic level - that level) over the last COUPLING_POLLS polls of playback (COUPLING_PRIOR_DB
-// until COUPLING_MIN_POLLS are in), plus ECHO_MARGIN_DB. With no echo the coupling is far below
-// 0 dB and this test never binds.
+// until COUPLING_MIN_POLLS are in), plus ECHO_MARGIN_DB. This comparison reads the mic over the
+// same window as the assistant (REMOTE_WINDOW): a 5 ms window swings several dB with each pitch
+// period of a voice, and those swings of the echo, early in an answer while the loudest level so
+// far is still rising, were taken for speech. With no echo the coupling is far below 0 dB and
+// this test never binds.
 // window.__omni.ducks: [{t, level_db, floor_db, unmuted_at, flushed, false_alarm}] and
 // window.__omni.echoCouplingDb for tests and debugging; window.__omni.levels {mic, out} (dBFS,
 // the latest poll) for the page's level meters (page.js).
@@ -36,7 +39,7 @@
   S.ducks = S.ducks || [];
 
   const POLL_MS = 10;          // analysis period
-  const WINDOW = 256;          // analyser window, samples (~5 ms at 48 kHz): polls do not overlap
+  const WINDOW = 256;          // mic onset window, samples (~5 ms at 48 kHz), the latest of each poll
   const MIN_DB = -45;          // mic level (dBFS RMS) below this is never speech
   const ABOVE_FLOOR_DB = 15;   // ... nor is anything less than this far above the noise floor
   const FLOOR_POLLS = 300;     // noise floor = quietest poll of the last 3 s (steady noise is floor)
@@ -88,11 +91,14 @@
     return v[Math.min(v.length - 1, Math.floor(q * v.length))];
   }
   function db(x) { return Math.max(-100, 20 * Math.log10(x + 1e-9)); }
+  function rmsOf(buf, from) {
+    let s = 0;
+    for (let i = from; i < buf.length; i++) s += buf[i] * buf[i];
+    return Math.sqrt(s / (buf.length - from));
+  }
   function rms(a) {
     a.analyser.getFloatTimeDomainData(a.buf);
-    let s = 0;
-    for (let i = 0; i < a.buf.length; i++) s += a.buf[i] * a.buf[i];
-    return Math.sqrt(s / a.buf.length);
+    return rmsOf(a.buf, 0);
   }
   function enabledByUser() {
     const label = cfg.localBargeInLabel;
@@ -162,7 +168,9 @@
     checkUnmute(now);
     S.levels = { out: playedDb, mic: S.levels && S.levels.mic };  // (the page's level meters)
     if (!mic || mic.track.readyState !== "live") return;
-    const level = db(rms(mic));
+    mic.analyser.getFloatTimeDomainData(mic.buf);
+    const level = db(rmsOf(mic.buf, mic.buf.length - WINDOW));  // onset: the latest ~5 ms
+    const wide = db(rmsOf(mic.buf, 0));                       // echo test: the assistant's window
     S.levels.mic = level;
     // noise floor: the quietest recent poll (speech has gaps; steady noise, a fan or a room, has none)
     recent.push(level);
@@ -173,12 +181,12 @@
     const back = Math.max(...played);
     const playingNow = remote.some((r) => r.lastLoud !== undefined && now - r.lastLoud <= PLAYING_WITHIN_MS);
     if (playingNow && !ducked && back > -100) {
-      coupling.push(level - back);
+      coupling.push(wide - back);
       if (coupling.length > COUPLING_POLLS) coupling.shift();
     }
     const couplingDb = coupling.length >= COUPLING_MIN_POLLS ? quantile(coupling, COUPLING_Q) : COUPLING_PRIOR_DB;
     S.echoCouplingDb = coupling.length >= COUPLING_MIN_POLLS ? couplingDb : null;
-    const speech = level > threshold && level > back + couplingDb + ECHO_MARGIN_DB;
+    const speech = level > threshold && wide > back + couplingDb + ECHO_MARGIN_DB;
     loudPolls = speech ? loudPolls + 1 : 0;
     if (ducked) {
       if (speech || level > threshold - ABOVE_FLOOR_DB / 2) quietSince = null;
@@ -207,7 +215,7 @@
       const a = stream.getAudioTracks()[0];
       if (a) {
         if (mic) release(mic);
-        try { mic = analyse(a); recent.length = 0; loudPolls = 0; ensureTimer(); } catch (_) { mic = null; }
+        try { mic = analyse(a, REMOTE_WINDOW); recent.length = 0; loudPolls = 0; ensureTimer(); } catch (_) { mic = null; }
       }
       return stream;
     };
