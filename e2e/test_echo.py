@@ -53,7 +53,7 @@ def _duck_report(tab: OmniPage, rise: float) -> str:
     """What the page heard and played around its first mute (for a failure message)."""
     ducks = tab.ducks()
     t = ducks[0]["t"]
-    near = lambda rows: [(round(r[0] - t), round(r[1], 4)) for r in rows if t - 300 <= r[0] <= t + 50]  # noqa: E731
+    near = lambda rows: [(round(r[0] - t), round(r[1], 4)) for r in rows if t - 300 <= r[0] <= t + 50]
     coupling = tab.page.evaluate("() => window.__omni.echoCouplingDb")
     return (f"the page muted the assistant on its own echo {t - rise:.0f} ms after the answer became audible: "
             f"{ducks}; coupling {coupling} dB; played {near(tab.rms())}; mic {near(tab.mic_rms())}")
