@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 OUT = ROOT / "BENCHMARKS.md"
 
-ORDER = ["chat", "duplex_s11", "duplex_final", "duplex_cores", "duplex_spec80", "duplex_k6", "duplex_k6_base", "duplex",
+ORDER = ["chat", "floor", "duplex_s11", "duplex_final", "duplex_cores", "duplex_spec80", "duplex_k6", "duplex_k6_base", "duplex",
          "duplex_first_chunk", "duplex_check", "duplex_silence", "turns_stop_words", "turns_stop_words_v1", "turns_overlap_reads2", "turns_overlap_reads", "turns", "turns_nonspeech",
          "turn_decisions_test", "turn_decisions_dev", "browser_camera_bg", "browser_camera", "browser_mic_epyc", "browser_lead", "browser_cores", "browser_chunks", "browser", "browser_page_ux",
          "browser_first_segment", "browser_impaired", "echo", "remote", "scale", "fuzz", "soak"]
@@ -36,6 +36,7 @@ ORDER = ["chat", "duplex_s11", "duplex_final", "duplex_cores", "duplex_spec80", 
 
 DEFAULT_REPRODUCE = {
     "chat": ".venv/bin/python benchmarks/bench_chat.py",
+    "floor": ".venv/bin/python benchmarks/bench_floor.py",
     "duplex": ".venv/bin/python benchmarks/bench_duplex.py",
     "turns": ".venv/bin/python benchmarks/bench_turns.py",
     "browser": ".venv/bin/python benchmarks/bench_browser.py",
