@@ -4,7 +4,8 @@ Issue #10 asks for end of user speech -> first audio delta p50 <= 400 ms on the 
 page ear-to-ear p50 <= 800 ms, on the 2-core reference machine. This benchmark asks what the
 ``tiny`` models themselves allow, with no server, no queue, no pacing and no waiting: in one
 process, after ``load_tiny_family()`` + ``warmup()``, it times every call the reply to a spoken
-question needs, one after the other, on the question's own audio:
+question needs, one after the other, on the question's own audio (``bench_duplex.py`` (a)'s four
+espeak-ng questions, so the floor sits beside that route's measured latency):
 
 * ``asr``: the Thinker's transcript of the whole utterance (``thinker.transcribe``);
 * ``smart_turn``: one Smart Turn v3.2 score of it (``family.turn_scorer()``, as the session calls it);
@@ -45,19 +46,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common as C
+from bench_duplex import QUESTIONS
 
 NAME = "floor"
 TITLE = "Compute floor of a spoken reply: each model call of the critical path, timed alone"
 TARGET_REALTIME_MS = 400.0
 """Issue #10: end of user speech -> first audio delta p50 on the realtime route."""
-
-QUESTIONS = [
-    ("capital", "What is the capital of France?"),
-    ("planets", "How many planets are there in our solar system?"),
-    ("weather", "What is the weather usually like in London?"),
-    ("egg", "How long should I boil an egg?"),
-]
-"""The spoken questions of ``bench_duplex.py`` (a), in the same espeak-ng voice."""
 
 VAD_WINDOW_MS = 32.0
 """Silero VAD v6 window at 16 kHz: 512 samples (``app.backend.models.tiny.vad``)."""
