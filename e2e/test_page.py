@@ -68,6 +68,26 @@ def test_page_loads_offline_with_controls(ui_server, pw, artifacts):
         browser.close()
 
 
+def test_camera_off_gives_the_conversation_the_row(ui_server, pw, artifacts):
+    """With the camera switch off there is no preview column to leave empty: the conversation is
+    centred at a readable width; switched back on, the preview is beside it again."""
+    browser = launch(pw)
+    try:
+        tab = OmniPage(browser, ui_server.base_url, context_kwargs={"viewport": {"width": 1280, "height": 800}}).open()
+        box = lambda sel: tab.page.locator(sel).bounding_box()
+        assert tab.page.is_visible("#preview-col")
+        tab.set_camera(False)
+        wait_until(lambda: not tab.page.is_visible("#preview-col"), 5, what="the preview column to go")
+        talk, row = box("#talk-row > :first-child"), box("#talk-row")
+        left, right = talk["x"] - row["x"], row["x"] + row["width"] - talk["x"] - talk["width"]
+        assert talk["width"] <= 760 and abs(left - right) < 4, (talk, row)
+        tab.screenshot(artifacts / "a_page_camera_off.png")
+        tab.set_camera(True)
+        wait_until(lambda: tab.page.is_visible("#preview-col"), 5, what="the preview column to come back")
+        assert box("#preview-col")["x"] > box("#talk-row > :first-child")["x"]
+    finally:
+        browser.close()
+
 def test_chat_tab_answers_text_and_image(ui_server, pw, media, artifacts):
     browser = launch(pw)
     try:

@@ -203,9 +203,12 @@
   // ------------------------------------------------------------------ FastRTC components
   function comp(camera) { return $(camera ? "webrtc-av" : "webrtc-audio"); }
   function showComponent(camera) {
-    const a = $("av-wrap"), b = $("audio-wrap");
+    const a = $("av-wrap"), b = $("audio-wrap"), row = $("talk-row");
     if (a) a.classList.toggle("omni-hidden", !camera);
     if (b) b.classList.toggle("omni-hidden", camera);
+    // camera off: no preview column (the mic-only component in it is never shown anyway); the
+    // conversation takes the row, at a readable width
+    if (row) row.classList.toggle("omni-no-preview", !camera);
   }
   let activeCamera = true;
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
