@@ -54,6 +54,7 @@ from app.backend.pipeline.workers import (
     RequestContext,
     StageError,
 )
+from app.backend.protocol.json_text import LoneSurrogateError, loads_text
 from app.constants import AUDIO_TOKENS_PER_UNIT, FRAME_BLOCK_TOKENS
 from app.media import MediaError, encode_audio
 
@@ -93,7 +94,9 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 def _parse_request(raw: bytes) -> M.ChatCompletionRequest:
     try:
-        obj = json.loads(raw)
+        obj = loads_text(raw)
+    except LoneSurrogateError as exc:
+        raise bad_request(f"Request body is not valid text: {exc}", code="invalid_json", param=exc.path or None) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise bad_request(f"Request body is not valid JSON: {exc}", code="invalid_json") from exc
     except RecursionError:  # e.g. 100k nested '[': json's C parser gives up on the stack depth

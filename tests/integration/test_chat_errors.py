@@ -79,6 +79,8 @@ BAD_REQUESTS = {
     "invalid json": (b"{not json", 400, "invalid_json", None, None),
     "json nested too deeply": (b"[" * 100_000 + b"]" * 100_000, 400, "invalid_json", None, "nested too deeply"),
     "body not an object": (b"[1, 2]", 400, "invalid_request", None, None),
+    "lone surrogate in text": (b'{"messages": [{"role": "user", "content": "hi \\ud800"}]}', 400, "invalid_json",
+                               "messages[0].content", "lone UTF-16 surrogate"),
     "unknown part type": (user({"type": "hologram", "hologram": {}}), 400, "unsupported_content_part",
                           f"{P0}.type", "Unsupported content part type"),
     "part missing field": (user({"type": "input_audio", "input_audio": {"format": "wav"}}), 400, "invalid_request",

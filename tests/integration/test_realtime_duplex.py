@@ -249,6 +249,10 @@ async def test_bad_input_gets_coded_errors_and_session_keeps_working(server, que
         await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": base64.b64encode(b"\0\0" * 160).decode(),
                                   "video_frames": ["bm90IGFuIGltYWdl"]}))
         await expect("invalid_video_frames")
+        await ws.send('{"type": "session.update", "session": {"instructions": "be \\ud800 nice"}}')
+        assert (await expect("invalid_json"))["error"]["param"] == "session.instructions"
+        await ws.send(json.dumps({"type": "session.update", "session": {"instructions": "x" * 16_001}}))
+        assert (await expect("bad_event"))["error"]["param"] == "session.instructions"
         # and the session still answers a real question
         pcm = wav_pcm16(question_wav)
         for i in range(0, len(pcm), 3200):

@@ -115,6 +115,7 @@ class DuplexSession:
         self.deps = deps
         self._dcfg = cfg.duplex_session
         self._tcfg = cfg.turn_policy
+        self._max_instructions_chars = int(cfg.limits.max_text_chars)
         self.unit_ms = int(self._dcfg.chunk_period_ms)
         self._on_closed = on_closed
         self._inbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=self._dcfg.inbox_size)
@@ -357,7 +358,8 @@ class DuplexSession:
 
     # ------------------------------------------------------------------ commands
     def _on_update(self, msg: C.SessionUpdate) -> None:
-        self.settings = apply_update(self.settings, msg.session, audio_started=self._clock.samples > 0)
+        self.settings = apply_update(self.settings, msg.session, audio_started=self._clock.samples > 0,
+                                     max_instructions_chars=self._max_instructions_chars)
         self._input.configure(self.settings)
         self._turns.set_patience(self.settings.turn_patience)
         if not self.configured:

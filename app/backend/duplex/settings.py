@@ -115,13 +115,16 @@ def _fmt_name(value: Any) -> tuple[str | None, int | None]:
     raise ProtocolError("unsupported_audio_format", f"audio format must be a string or object, got {type(value).__name__}")
 
 
-def apply_update(current: SessionSettings, session: dict[str, Any], *, audio_started: bool) -> SessionSettings:
+def apply_update(current: SessionSettings, session: dict[str, Any], *, audio_started: bool,
+                 max_instructions_chars: int | None = None) -> SessionSettings:
     """Merge a ``session.update`` ``session`` object into ``current``.
 
     Args:
         current: the settings so far.
         session: the client's ``session`` object.
         audio_started: audio was already appended (some fields are then immutable).
+        max_instructions_chars: longest ``instructions`` accepted, characters (the chat route's
+            ``limits.max_text_chars``); None = no limit.
 
     Returns:
         The new settings.
@@ -139,6 +142,9 @@ def apply_update(current: SessionSettings, session: dict[str, Any], *, audio_sta
     if "instructions" in session and session["instructions"] is not None:
         if not isinstance(session["instructions"], str):
             raise ProtocolError("bad_event", "instructions must be a string", param="session.instructions")
+        if max_instructions_chars is not None and len(session["instructions"]) > max_instructions_chars:
+            raise ProtocolError("bad_event", f"instructions hold {len(session['instructions'])} characters, limit "
+                                f"{max_instructions_chars} (limits.max_text_chars)", param="session.instructions")
         if audio_started and session["instructions"] != current.instructions:
             raise ProtocolError("instructions_update_unsupported", "instructions cannot change after audio started")
         changes["instructions"] = session["instructions"] or current.instructions

@@ -8,13 +8,13 @@ returns a typed command, or raises :class:`ProtocolError` carrying a stable erro
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from app.backend.protocol.json_text import LoneSurrogateError, loads_text
 from app.constants import MAX_INPUT_RATE_HZ, MIN_INPUT_RATE_HZ
 
 
@@ -234,7 +234,9 @@ def decode_command(raw: str | bytes, *, max_bytes: int) -> Any:
     if size > max_bytes:
         raise ProtocolError("event_too_large", f"event of {size} bytes exceeds the limit of {max_bytes} bytes")
     try:
-        obj = json.loads(raw)
+        obj = loads_text(raw)
+    except LoneSurrogateError as exc:
+        raise ProtocolError("invalid_json", f"frame is not valid text: {exc}", param=exc.path or None) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError("invalid_json", f"frame is not valid JSON: {exc}") from None
     except RecursionError:  # e.g. 100k nested '[': json's C parser gives up on the stack depth
