@@ -100,3 +100,7 @@ async def _write(ws: WebSocket, session) -> None:
                 return
     except (WebSocketDisconnect, RuntimeError, asyncio.CancelledError):
         return
+    except Exception:  # an event that cannot be sent (a bug): end the socket rather than go silent
+        log.exception("session %s: an event could not be sent; closing the socket (1011)", session.id)
+        with contextlib.suppress(Exception):
+            await ws.close(code=1011)
