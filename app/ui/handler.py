@@ -508,12 +508,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         if isinstance(ev, E.AudioDelta):
             if self._first_audio_pending:
                 self._first_audio_pending = False
-                if self._speech_stop_at is not None:
-                    v.first_audio_ms = (now - self._speech_stop_at) * 1000.0
-                    v.set_latency(ev.response_id, v.first_audio_ms)
-                if self._speech_end_at is not None:
-                    v.first_audio_from_speech_end_ms = (now - self._speech_end_at) * 1000.0
-                v.touch()
+                v.note_first_audio(ev.response_id, *(None if t is None else (now - t) * 1000.0
+                                                     for t in (self._speech_stop_at, self._speech_end_at)))
             audio = ev.audio if ev.sample_rate_hz == OUTPUT_SAMPLE_RATE_HZ else \
                 resample(np.asarray(ev.audio, np.float32), ev.sample_rate_hz, OUTPUT_SAMPLE_RATE_HZ)
             self.playback.push(ev.response_id, audio)

@@ -135,6 +135,17 @@ class ConversationView:
                 line.latency_ms = ms
         self.touch()
 
+    def note_first_audio(self, key: str, after_decision_ms: float | None, after_speech_ms: float | None) -> None:
+        """The first audio of the reply ``key`` arrived: the metrics' two figures (ms after the
+        end-of-turn decision, and after the end of the user's speech; None = not known for this
+        turn), and the reply's own, which is the wait the user heard (from the speech end where
+        known, else from the decision)."""
+        self.first_audio_ms, self.first_audio_from_speech_end_ms = after_decision_ms, after_speech_ms  # (this turn's)
+        shown = after_speech_ms if after_speech_ms is not None else after_decision_ms
+        if shown is not None:
+            self.set_latency(key, shown)
+        self.touch()
+
     def mark_interrupted(self, key: str) -> None:
         """Flag an assistant line whose speech was cut off."""
         for line in self.lines:
@@ -171,7 +182,8 @@ def render_captions(snap: dict[str, Any]) -> str:
     """The conversation transcript as a chat (newest turn last).
 
     Each turn is a bubble (``data-testid="caption-user"`` / ``caption-assistant``); an assistant
-    turn shows its measured latency (end of speech detected -> first audio) and, when it was cut
+    turn shows its measured latency (end of the user's speech -> first audio, as the metrics panel's
+    "Reply latency"; from the end-of-turn decision where the speech end is unknown) and, when it was cut
     off, what was heard of it and an "interrupted" mark. Words carrying ``data-i18n`` are
     translated by ``assets/page.js``.
     """
@@ -182,7 +194,8 @@ def render_captions(snap: dict[str, Any]) -> str:
                else '<span class="cap-who" data-i18n="assistant">Assistant</span>')
         meta = []
         if c.get("latency_ms") is not None:
-            meta.append(f'<span class="cap-latency" data-testid="turn-latency">{c["latency_ms"]:.0f} ms</span>')
+            meta.append(f'<span class="cap-latency" data-testid="turn-latency" title="Reply latency: from the end of '
+                        f'your speech to its first audio">{c["latency_ms"]:.0f} ms</span>')
         if c.get("interrupted"):
             meta.append('<span class="cap-cut" data-testid="turn-interrupted" data-i18n="interrupted_mark">'
                         'interrupted</span>')

@@ -113,6 +113,23 @@ def test_view_renders_escaped_captions_and_metrics():
     assert ">1234 ms<" in render_metrics(v.snapshot())
 
 
+
+def test_a_replys_bubble_shows_the_wait_heard_from_the_end_of_the_speech():
+    """The bubble's latency is the metrics panel's "Reply latency" (from the end of the speech), not the
+    part after the turn was decided (a tester read 219 ms there for a 752 ms wait)."""
+    v = ConversationView()
+    v.note_first_audio("r1", 219.0, 752.0)
+    v.caption("assistant", "r1", "Paris.", append=True)
+    assert ">752 ms<" in render_captions(v.snapshot())
+    m = render_metrics(v.snapshot())
+    assert ">752 ms<" in m and ">219 ms<" in m
+    v.note_first_audio("r2", 300.0, None)  # no speech end known (a commit): from the decision
+    v.caption("assistant", "r2", "Rome.", append=True)
+    assert ">300 ms<" in render_captions(v.snapshot())
+    m = render_metrics(v.snapshot())
+    assert ">300 ms<" in m and ">752 ms<" not in m  # the panel says this turn's figures, not the last turn's
+
+
 # ----------------------------------------------------------------------------- handler
 class FakeSession:
     def __init__(self) -> None:
