@@ -88,11 +88,15 @@ def test_camera_off_gives_the_conversation_the_row(ui_server, pw, artifacts):
     finally:
         browser.close()
 
+
 def test_chat_tab_answers_text_and_image(ui_server, pw, media, artifacts):
     browser = launch(pw)
     try:
         tab = OmniPage(browser, ui_server.base_url).open()
         tab.page.get_by_role("tab", name="Chat (no mic)").click()
+        tab.page.click("#chat-send")  # nothing to send: a hint, not an error on every output
+        tab.page.get_by_text("Type a message or upload a file.").first.wait_for(timeout=10_000)
+        assert tab.page.locator("#tab-chat :text-is('Error')").count() == 0
         tab.page.fill("#chat-text textarea", "What is the capital of France?")
         tab.page.click("#chat-send")
         answer = wait_until(lambda: tab.page.input_value("#chat-answer textarea"), 90, what="a chat answer")

@@ -176,8 +176,9 @@ def build_chat_tab(app_ref: dict[str, Any], engine: Any) -> None:
     async def on_send(msg: str, paths: list[str] | None, spoken: bool, tokens: float, temp: float,
                       ref: str | None) -> tuple[str, Any, str]:
         paths = [p if isinstance(p, str) else getattr(p, "name", str(p)) for p in (paths or [])]
-        if not (msg and msg.strip()) and not paths:
-            raise gr.Error("Type a message or upload a file.")
+        if not (msg and msg.strip()) and not paths:  # a hint, not an error: no red badges, no server traceback
+            gr.Warning("Type a message or upload a file.")
+            return gr.skip(), gr.skip(), gr.skip()
         body = build_request(msg or "", paths, speech=spoken, instructions="",
                              model=engine.config.server.served_model_name, max_tokens=int(tokens),
                              temperature=temp, ref_audio=reference_voice(ref) if ref else None)
