@@ -560,37 +560,26 @@ def build_arg_parser() -> argparse.ArgumentParser:
 
 
 def main_realtime_demo(argv: Sequence[str] | None = None) -> int:
-    """CLI entry: run the demo, print a one-line JSON summary; exit code 0 iff ``ok``."""
+    """CLI entry: run the demo, print a one-line JSON summary; exit code 0 iff ``ok`` (2: bad arguments or input)."""
+    from app.media import MediaError
+
     parser = build_arg_parser()
     args = parser.parse_args(argv)
     if args.input_wav is None and args.input_video is None:
         parser.error("one of --input-wav / --input-video is required")
-    result = run_realtime_demo(
-        args.url,
-        args.input_wav,
-        args.output_dir,
-        model=args.model,
-        input_video=args.input_video,
-        video_fps=args.video_fps,
-        stack_frames=args.stack_frames,
-        frame_max_side=args.frame_max_side,
-        ref_audio=args.ref_audio,
-        chunk_ms=args.chunk_ms,
-        realtime=not args.no_realtime_pacing,
-        timeout_s=args.timeout_s,
-        instructions=args.instructions,
-        require_audio=args.require_audio,
-        speech_end_ms=args.speech_end_ms,
-        api_key=args.api_key or api_key_from_env(),
-    )
-    summary = {
-        key: result[key]
-        for key in ("ok", "reason", "protocol_ok", "model_decision", "transcript", "audio_duration_s")
-    }
-    summary["latency"] = {
-        k: result["latency"][k]
-        for k in ("ttft_ms", "ttfp_ms", "rtf", "stream_ttft_ms", "stream_ttfp_ms", "stream_rtf")
-    }
+    try:  # an unreadable or undecodable input file is a usage error (exit 2), not a traceback
+        result = run_realtime_demo(
+            args.url, args.input_wav, args.output_dir, model=args.model, input_video=args.input_video,
+            video_fps=args.video_fps, stack_frames=args.stack_frames, frame_max_side=args.frame_max_side,
+            ref_audio=args.ref_audio, chunk_ms=args.chunk_ms, realtime=not args.no_realtime_pacing,
+            timeout_s=args.timeout_s, instructions=args.instructions, require_audio=args.require_audio,
+            speech_end_ms=args.speech_end_ms, api_key=args.api_key or api_key_from_env())
+    except (FileNotFoundError, IsADirectoryError, PermissionError, MediaError) as exc:
+        parser.error(str(exc))
+    summary = {key: result[key] for key in ("ok", "reason", "protocol_ok", "model_decision", "transcript",
+                                            "audio_duration_s")}
+    summary["latency"] = {k: result["latency"][k]
+                          for k in ("ttft_ms", "ttfp_ms", "rtf", "stream_ttft_ms", "stream_ttfp_ms", "stream_rtf")}
     summary["output_dir"] = str(args.output_dir)
     print(json.dumps(summary, ensure_ascii=False))
     if not result["ok"]:

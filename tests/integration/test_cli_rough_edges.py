@@ -20,3 +20,17 @@ def test_realtime_demo_against_a_dead_server_prints_the_reason(question_wav, tmp
     assert "DuplexConnectionError" in summary["reason"] and str(port) in summary["reason"]
     assert "realtime-demo failed: DuplexConnectionError" in captured.err
     assert json.loads((tmp_path / "result.json").read_text())["reason"] == summary["reason"]
+
+
+def test_realtime_demo_with_a_missing_or_undecodable_input_says_so_in_one_line(tmp_path, capsys):
+    bad = tmp_path / "notes.wav"
+    bad.write_text("not audio")
+    for path, words in ((tmp_path / "nope.wav", "No such file"), (bad, "could not decode audio")):
+        try:
+            main_realtime_demo(["--url", "http://127.0.0.1:9", "--input-wav", str(path), "--output-dir", str(tmp_path)])
+        except SystemExit as exc:  # argparse's usage error, no traceback
+            assert exc.code == 2
+        else:
+            raise AssertionError("no usage error")
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith("realtime-demo: error:") and words in err, err
