@@ -94,10 +94,10 @@ class ChatCompletionRequest(_Open):
     audio: AudioOutputOptions | None = None
     stream: StrictBool = False  # (JSON true/false only: "yes" or 1 is a 400, as OpenAI's)
     stream_options: StreamOptions | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
+    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
+    top_p: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
     top_k: int | None = Field(default=None, ge=-1)
-    repetition_penalty: float | None = Field(default=None, gt=0)
+    repetition_penalty: float | None = Field(default=None, gt=0, allow_inf_nan=False)  # (JSON NaN / Infinity: 400)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     seed: int | None = None
