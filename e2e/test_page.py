@@ -89,6 +89,7 @@ def test_camera_off_gives_the_conversation_the_row(ui_server, pw, artifacts):
         browser.close()
 
 
+@pytest.mark.filterwarnings("error:Trying to convert audio automatically:UserWarning")  # (we hand it PCM16)
 def test_chat_tab_answers_text_and_image(ui_server, pw, media, artifacts):
     browser = launch(pw)
     try:

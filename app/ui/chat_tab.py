@@ -22,7 +22,7 @@ import httpx
 import numpy as np
 
 from app.constants import DEFAULT_INSTRUCTIONS, OUTPUT_SAMPLE_RATE_HZ
-from app.media import MediaError, decode_audio, to_data_url
+from app.media import MediaError, decode_audio, float_to_pcm16, to_data_url
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,9 @@ def build_request(text: str, files: list[str], *, speech: bool, instructions: st
 
 
 def parse_response(data: dict[str, Any]) -> tuple[str, tuple[int, np.ndarray] | None, str]:
-    """Answer text, ``(24000, float32 audio)`` or None, and a note on what the model heard/read.
+    """Answer text, ``(24000, int16 audio)`` or None, and a note on what the model heard/read.
+
+    The audio is PCM16 already (Gradio converts float audio itself, with a UserWarning per answer).
 
     Accepts both layouts: one choice with ``content`` + ``audio`` (OpenAI) or a text choice
     followed by an audio choice (vLLM-Omni).
@@ -118,7 +120,7 @@ def parse_response(data: dict[str, Any]) -> tuple[str, tuple[int, np.ndarray] | 
         if audio is None and isinstance(a, dict) and a.get("data"):
             try:
                 pcm = decode_audio(base64.b64decode(a["data"]), target_rate=OUTPUT_SAMPLE_RATE_HZ)
-                audio = (OUTPUT_SAMPLE_RATE_HZ, pcm)
+                audio = (OUTPUT_SAMPLE_RATE_HZ, np.frombuffer(float_to_pcm16(pcm), dtype="<i2").astype(np.int16))
             except (MediaError, ValueError) as exc:
                 log.warning("chat tab: undecodable audio: %s", exc)
     x = data.get("x_omni") or {}
