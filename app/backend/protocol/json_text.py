@@ -33,8 +33,7 @@ class LoneSurrogateError(ValueError):
 
     def __init__(self, path: str) -> None:
         self.path = path.encode("utf-8", "backslashreplace").decode("utf-8")  # (a key may hold the surrogate)
-        path = self.path
-        where = f" at {path}" if path else ""
+        where = f" at {self.path}" if self.path else ""
         super().__init__(f"a string{where} holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape): "
                          "text must be valid Unicode")
 
