@@ -19,6 +19,10 @@ from app.backend.protocol import commands as C
 from app.backend.protocol import events as E
 
 log = logging.getLogger(__name__)
+
+CLEAN_CLOSE_CODES = frozenset({1000, 1001})
+"""WebSocket close codes by which a client ends its socket on purpose (normal closure, going away; RFC 6455
+section 7.4.1): its session ends at once, as there is no session resume to keep the slot for."""
 router = APIRouter()
 
 _TRUE = ("1", "true", "on", "yes")
@@ -66,11 +70,13 @@ async def realtime(ws: WebSocket) -> None:
     if autostart:
         session.submit(C.SessionUpdate(type="session.update", session={}))
     writer = asyncio.create_task(_write(ws, session))
+    close_code: int | None = None  # the client's close frame (None: the socket just dropped)
     try:
         while True:
             msg = first or await ws.receive()
             first = None
             if msg["type"] == "websocket.disconnect":
+                close_code = msg.get("code")
                 break
             raw = msg.get("text") if msg.get("text") is not None else msg.get("bytes", b"")
             try:
@@ -79,14 +85,14 @@ async def realtime(ws: WebSocket) -> None:
                 session.reject(err)
             if session.closed:
                 break
-    except WebSocketDisconnect:
-        pass
+    except WebSocketDisconnect as exc:
+        close_code = exc.code
     finally:
         if session.closed:
             with contextlib.suppress(asyncio.TimeoutError, Exception):
                 await asyncio.wait_for(writer, timeout=5)
         else:
-            engine.sessions.detach(session)
+            engine.sessions.detach(session, closed_by_client=close_code in CLEAN_CLOSE_CODES)
         writer.cancel()
 
 

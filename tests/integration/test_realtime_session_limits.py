@@ -8,6 +8,7 @@ import json
 import time
 
 import av
+import httpx
 import numpy as np
 import pytest
 import soundfile as sf
@@ -77,12 +78,30 @@ async def test_context_length_exceeded_only_when_nothing_can_be_dropped(make_ser
     assert srv.engine.sessions.active == 0
 
 
+async def test_a_socket_the_client_closes_frees_its_slot_at_once(make_server):
+    """A close frame (1000 normal, 1001 going away) ends the session now: nothing can resume it here
+    (``supports_session_resume`` is false), so the slot does not wait out ``disconnect_grace_s``."""
+    srv = make_server(duplex_session={"disconnect_grace_s": 30, "max_sessions": 1})
+    for code in (1000, 1001):
+        ws = await websockets.connect(srv.ws_url + "/v1/realtime?duplex=1")
+        assert json.loads(await ws.recv())["type"] == "session.created"
+        await ws.close(code=code)
+        t0 = time.monotonic()
+        while srv.engine.sessions.active and time.monotonic() - t0 < 5:
+            await asyncio.sleep(0.05)
+        assert srv.engine.sessions.active == 0 and time.monotonic() - t0 < 2, code
+    async with httpx.AsyncClient() as http:
+        metrics = (await http.get(srv.base_url + "/metrics", timeout=10)).text
+    assert 'omni_duplex_sessions_closed_total{reason="client_socket_closed"} 2.0' in metrics
+
+
 async def test_reaper_frees_dropped_and_idle_sessions(make_server):
     srv = make_server(duplex_session={"idle_ttl_s": 1.5, "reaper_interval_s": 0.2, "disconnect_grace_s": 0.5,
                                       "max_sessions": 1})
     ws = await websockets.connect(srv.ws_url + "/v1/realtime?duplex=1")
     assert json.loads(await ws.recv())["type"] == "session.created"
-    await ws.close()  # socket drop, no session.close
+    ws.transport.abort()  # socket drop: no close frame, no session.close
+    await asyncio.sleep(0.1)
     assert srv.engine.sessions.active == 1  # slot held for the grace period
     t0 = time.monotonic()
     while srv.engine.sessions.active and time.monotonic() - t0 < 5:

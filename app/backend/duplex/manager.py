@@ -110,12 +110,22 @@ class SessionManager:
         s.start()
         return s
 
-    def detach(self, session: Any) -> None:
-        """The transport is gone: keep the slot for ``disconnect_grace_s`` (then reaped), or end now."""
+    def detach(self, session: Any, *, closed_by_client: bool = False) -> None:
+        """The transport is gone: keep the slot for ``disconnect_grace_s`` (then reaped), or end now.
+
+        Args:
+            session: the session whose transport went.
+            closed_by_client: the client closed its socket on purpose (a close frame): the session
+                ends at once (``client_socket_closed``), since no session can be resumed here
+                (``supports_session_resume`` is false) and the slot would only sit idle. A dropped
+                socket, or a proxied session, is handled as before.
+        """
         if session.closed:
             return
         session.detached_at = time.monotonic()
-        if not self._keep_detached:
+        if closed_by_client:
+            session.expire("client_socket_closed")
+        elif not self._keep_detached:
             session.expire("disconnect")
 
     def held_by(self, owner: str) -> int:
