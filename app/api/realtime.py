@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 CLEAN_CLOSE_CODES = frozenset({1000, 1001})
 """WebSocket close codes by which a client ends its socket on purpose (normal closure, going away; RFC 6455
 section 7.4.1): its session ends at once, as there is no session resume to keep the slot for."""
+
 router = APIRouter()
 
 _TRUE = ("1", "true", "on", "yes")

@@ -491,10 +491,15 @@ def encode_wav(audio: np.ndarray, rate: int) -> bytes:
     Raises:
         MediaError: ``bad_audio`` for a bad array or rate.
     """
-    return _sf_write(_pcm16_array(audio), _check_rate(rate, "rate"), "WAV", "PCM_16")
+    return _sf_write(float_to_int16(audio), _check_rate(rate, "rate"), "WAV", "PCM_16")
 
 
-def _pcm16_array(audio: np.ndarray) -> np.ndarray:
+def float_to_int16(audio: np.ndarray) -> np.ndarray:
+    """Float audio -> int16 samples ``(n,)``, as :func:`float_to_pcm16` scales and clips them.
+
+    Raises:
+        MediaError: ``bad_audio`` (see :func:`float_to_pcm16`).
+    """
     return np.frombuffer(float_to_pcm16(audio), dtype="<i2").astype(np.int16)
 
 
@@ -510,7 +515,7 @@ def _sf_write(x: np.ndarray, rate: int, fmt: str, subtype: str) -> bytes:
 def _av_write(x: np.ndarray, rate: int, container: str, codec: str) -> bytes:
     import av
 
-    pcm = _pcm16_array(x)
+    pcm = float_to_int16(x)
     bio = io.BytesIO()
     try:
         with av.open(bio, mode="w", format=container) as out:
@@ -571,11 +576,11 @@ def encode_audio(audio: np.ndarray, rate: int, fmt: str) -> bytes:
     if canon == "pcm_f32le":
         return x.astype("<f4").tobytes()
     if canon == "g711_ulaw":
-        return g711.ulaw_encode(_pcm16_array(x))
+        return g711.ulaw_encode(float_to_int16(x))
     if canon == "g711_alaw":
-        return g711.alaw_encode(_pcm16_array(x))
+        return g711.alaw_encode(float_to_int16(x))
     if canon == "flac":
-        return _sf_write(_pcm16_array(x), rate, "FLAC", "PCM_16")
+        return _sf_write(float_to_int16(x), rate, "FLAC", "PCM_16")
     if canon == "ogg":
         return _sf_write(x, rate, "OGG", "VORBIS")
     if canon == "mp3":

@@ -22,7 +22,7 @@ import httpx
 import numpy as np
 
 from app.constants import DEFAULT_INSTRUCTIONS, OUTPUT_SAMPLE_RATE_HZ
-from app.media import MediaError, decode_audio, float_to_pcm16, to_data_url
+from app.media import MediaError, decode_audio, float_to_int16, to_data_url
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def parse_response(data: dict[str, Any]) -> tuple[str, tuple[int, np.ndarray] | 
         if audio is None and isinstance(a, dict) and a.get("data"):
             try:
                 pcm = decode_audio(base64.b64decode(a["data"]), target_rate=OUTPUT_SAMPLE_RATE_HZ)
-                audio = (OUTPUT_SAMPLE_RATE_HZ, np.frombuffer(float_to_pcm16(pcm), dtype="<i2").astype(np.int16))
+                audio = (OUTPUT_SAMPLE_RATE_HZ, float_to_int16(pcm))
             except (MediaError, ValueError) as exc:
                 log.warning("chat tab: undecodable audio: %s", exc)
     x = data.get("x_omni") or {}

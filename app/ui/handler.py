@@ -508,8 +508,8 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         if isinstance(ev, E.AudioDelta):
             if self._first_audio_pending:
                 self._first_audio_pending = False
-                v.note_first_audio(ev.response_id, *(None if t is None else (now - t) * 1000.0
-                                                     for t in (self._speech_stop_at, self._speech_end_at)))
+                ms = [None if t is None else (now - t) * 1000.0 for t in (self._speech_stop_at, self._speech_end_at)]
+                v.note_first_audio(ev.response_id, *ms)  # (after the turn decision, after the speech end)
             audio = ev.audio if ev.sample_rate_hz == OUTPUT_SAMPLE_RATE_HZ else \
                 resample(np.asarray(ev.audio, np.float32), ev.sample_rate_hz, OUTPUT_SAMPLE_RATE_HZ)
             self.playback.push(ev.response_id, audio)
