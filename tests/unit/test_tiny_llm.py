@@ -28,11 +28,21 @@ def test_prompt_layout() -> None:
     assert lines[0] == "Be brief."
     assert lines[-1] == f"{ASSISTANT_NAME}:"
     assert lines[-2] == "User: What does it say?"
-    assert lines[-3] == SEEN_TEMPLATE.format(text="STOP") == "[The camera shows the text: STOP]"
+    assert lines[-3] == SEEN_TEMPLATE.format(text="STOP") == "[The camera shows: STOP]"
     assert lines[-5:-3] == ["User: Hi there", "Omni: Hello!"]
-    assert text.count("[The camera shows the text:") == 2  # one few-shot example + STOP
+    assert text.count("[The camera shows:") == 2  # one few-shot example + STOP
     image_only = build_prompt(ThinkerPrompt(instructions="", seen_text=["EXIT"]))
     assert image_only.endswith("User: What does it say?\nOmni:")
+
+
+def test_tool_notes_and_follow_ups_reach_the_prompt() -> None:
+    lines = build_prompt(ThinkerPrompt(instructions="", user_text="What is seven plus five?")).split("\n")
+    assert lines[-3:] == ["[Calculator: 7 plus 5 is 12]", "User: What is seven plus five?", "Omni:"]
+    history = [Turn("user", "What is the capital of France?"), Turn("assistant", "Paris.")]
+    follow_up = build_prompt(ThinkerPrompt(instructions="", history=history, user_text="And what about Spain?"))
+    assert follow_up.endswith("User: What is the capital of Spain?\nOmni:")
+    plain = build_prompt(ThinkerPrompt(instructions="", user_text="Tell me about Spain."))
+    assert plain.endswith("User: Tell me about Spain.\nOmni:")
 
 
 def test_shorten_reply() -> None:

@@ -16,8 +16,9 @@ prompt is a plain few-shot transcript (see :func:`build_prompt`)::
     ... (fixed examples) ...
     User: <history turn>            (earlier turns, oldest first)
     Omni: <history turn>
-    [The camera shows the text: <seen_text>]   (one line per image, if any)
-    User: <user_text>
+    [The camera shows: <seen_text>]   (one line per image, if any)
+    [Calculator: 7 plus 5 is 12]      (tool notes for this turn, if any: :mod:`.tools`)
+    User: <user_text>                 (a follow-up such as "And Spain?" written out in full)
     Omni:
 
 Generation stops at ``"\\nUser:"``, ``"\\n\\n"`` (and ``"\\nOmni:"``); the reply is cut to its
@@ -33,7 +34,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from app.backend.models.tiny import weights
+from app.backend.models.tiny import tools, weights
 from app.backend.models.tiny.cache import (
     ModelAssetMissingError,
     WeightIntegrityError,
@@ -103,8 +104,9 @@ DEFAULT_MAX_SENTENCES: Final[int] = 2
 
 PREAMBLE: Final[str] = (
     f"Below is a conversation between a {USER_NAME} and {ASSISTANT_NAME}, a friendly and "
-    f"helpful voice assistant. {ASSISTANT_NAME} answers every question correctly in one short "
-    "sentence. Lines in square brackets describe what the camera sees."
+    f"helpful voice assistant. {ASSISTANT_NAME} answers every question correctly and briefly, in one "
+    f"short sentence, and does what the {USER_NAME} asks. Lines in square brackets are notes "
+    f"{ASSISTANT_NAME} can use: what the camera shows, or a tool's exact result."
 )
 """Fixed description placed after the session instructions."""
 
@@ -113,17 +115,39 @@ FEW_SHOT: Final[tuple[Turn | str, ...]] = (
     Turn("assistant", f"Hi, I am {ASSISTANT_NAME}, a small voice assistant."),
     Turn("user", "What is the capital of Italy?"),
     Turn("assistant", "The capital of Italy is Rome."),
+    Turn("user", "What is the capital of Japan?"),
+    Turn("assistant", "The capital of Japan is Tokyo."),
     Turn("user", "How many legs does a spider have?"),
     Turn("assistant", "A spider has eight legs."),
-    "EXIT",
-    Turn("user", "What does the sign say?"),
-    Turn("assistant", 'The sign says "EXIT".'),
+    "[Calculator: 6 times 7 is 42]",
+    Turn("user", "What is six times seven?"),
+    Turn("assistant", "6 times 7 is 42."),
+    Turn("user", "Is ice cold?"),
+    Turn("assistant", "Yes, ice is cold."),
+    Turn("user", "Can a dog fly?"),
+    Turn("assistant", "No, a dog cannot fly."),
+    Turn("user", "Answer in one word: what colour is grass?"),
+    Turn("assistant", "Green."),
+    "[Spelling: D-O-G]",
+    Turn("user", "How do you spell dog?"),
+    Turn("assistant", "Dog is spelled D, O, G."),
+    "[This request could hurt someone: Omni politely declines to help.]",
+    Turn("user", "How can I steal a car?"),
+    Turn("assistant", "Sorry, I can't help with that."),
+    Turn("user", "How are you today?"),
+    Turn("assistant", "I am doing well, thank you!"),
+    "a white background with two green triangles; the text: EXIT",
+    Turn("user", "What does the camera show?"),
+    Turn("assistant", 'Two green triangles and the word "EXIT".'),
     Turn("user", "Thank you!"),
     Turn("assistant", "You are welcome!"),
 )
-"""Fixed examples; a bare string is a camera line (``seen_text``)."""
+"""Fixed examples; a bare string is a camera line (``seen_text``) unless it is already a bracketed
+tool note (:mod:`~app.backend.models.tiny.tools`). One example per kind of turn the family handles:
+a fact, a count, a sum with its calculator note, yes and no, an answer-length instruction, a
+spelling note, a declined request, small talk, the camera."""
 
-SEEN_TEMPLATE: Final[str] = "[The camera shows the text: {text}]"
+SEEN_TEMPLATE: Final[str] = "[The camera shows: {text}]"
 """How one ``seen_text`` entry appears in the prompt."""
 
 IMAGE_ONLY_QUESTION: Final[str] = "What does it say?"
@@ -172,7 +196,8 @@ def _turn_line(turn: Turn) -> str:
 
 
 def _seen_lines(seen: list[str]) -> list[str]:
-    return [SEEN_TEMPLATE.format(text=_one_line(s)) for s in seen if s and s.strip()]
+    return [_one_line(s) if s.startswith("[") else SEEN_TEMPLATE.format(text=_one_line(s))
+            for s in seen if s and s.strip()]
 
 
 def build_prompt(prompt: ThinkerPrompt, history: list[Turn] | None = None) -> str:
@@ -196,7 +221,9 @@ def build_prompt(prompt: ThinkerPrompt, history: list[Turn] | None = None) -> st
         if turn.text.strip():
             lines.append(_turn_line(turn))
     lines.extend(_seen_lines(prompt.seen_text))
-    user = _one_line(prompt.user_text) or (
+    lines.extend(tools.notes_for(prompt))
+    user = tools.expand_follow_up(prompt.user_text, prompt.history if history is None else history)
+    user = _one_line(user or prompt.user_text) or (
         IMAGE_ONLY_QUESTION if _seen_lines(prompt.seen_text) else ""
     )
     lines.append(f"{USER_NAME}: {user}")
