@@ -176,11 +176,13 @@ _FOLLOW_UP_RE: Final[re.Pattern[str]] = re.compile(
     r"|^and\s+(?:for\s+|in\s+)?(?P<y>(?:an?\s+|the\s+)?[\w' -]+?)[\s?.!]*$",
     re.IGNORECASE,
 )
-_STOP_TOPIC: Final[frozenset[str]] = frozenset(
-    "what is are was were how many much does do did the a an of in on at to for and or is it this that "
-    "there their his her its my your you i me we they he she who which where when why can could would "
-    "should will have has had be been being with from by as than then so very".split()
-)
+_STOP_TOPIC: Final[frozenset[str]] = frozenset((
+    "what", "is", "are", "was", "were", "how", "many", "much", "does", "do", "did", "the", "a",
+    "an", "of", "in", "on", "at", "to", "for", "and", "or", "it", "this", "that", "there", "their",
+    "his", "her", "its", "my", "your", "you", "i", "me", "we", "they", "he", "she", "who", "which",
+    "where", "when", "why", "can", "could", "would", "should", "will", "have", "has", "had", "be",
+    "been", "being", "with", "from", "by", "as", "than", "then", "so", "very",
+))
 
 
 def expand_follow_up(text: str, history: Sequence[Turn]) -> str | None:
