@@ -131,7 +131,6 @@ FEW_SHOT: Final[tuple[Turn | str, ...]] = (
     "[Spelling: D-O-G]",
     Turn("user", "How do you spell dog?"),
     Turn("assistant", "Dog is spelled D, O, G."),
-    "[This request could hurt someone: Omni politely declines to help.]",
     Turn("user", "How can I steal a car?"),
     Turn("assistant", "Sorry, I can't help with that."),
     Turn("user", "How are you today?"),
@@ -397,7 +396,8 @@ class GemmaLlm:
 
         Returns:
             The reply (<= ``max_sentences`` sentences, one line; ``""`` when both user text and
-            seen text are blank) and its ``finish_reason``.
+            seen text are blank; :data:`~app.backend.models.tiny.tools.DECLINE_REPLY`, without the
+            LM, for a harmful request) and its ``finish_reason``.
 
         Raises:
             ValueError: invalid sampling parameters.
@@ -408,6 +408,10 @@ class GemmaLlm:
             raise ValueError(f"invalid sampling parameters: {params}")
         if not prompt.user_text.strip() and not _seen_lines(prompt.seen_text):
             return GeneratedReply("")
+        if tools.is_harmful_request(prompt.user_text):
+            if on_text is not None:
+                on_text(tools.DECLINE_REPLY)
+            return GeneratedReply(tools.DECLINE_REPLY)
         with self._lock:
             text = self.fit_prompt(prompt, params.max_tokens)
             if params.temperature > 0 and params.seed is not None:

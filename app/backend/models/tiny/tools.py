@@ -13,7 +13,7 @@ give the exact content, these tools compute it and the prompt carries it as a br
 * :func:`expand_follow_up`: "And what about Spain?" after "What is the capital of France?" ->
   "What is the capital of Spain?" (the earlier question with its last topic word replaced).
 * :func:`is_harmful_request`: a request to hurt, steal, break in, make weapons or get into
-  someone else's accounts.
+  someone else's accounts, answered with :data:`DECLINE_REPLY` instead of the LM.
 
 All are pure functions of the text (no model); they return ``None`` / ``False`` when a rule does
 not apply, never raise on any ``str`` input.
@@ -246,8 +246,9 @@ def is_harmful_request(text: str) -> bool:
     return bool(_HARM_RE.search(text))
 
 
-HARMFUL_NOTE: Final[str] = "[This request could hurt someone: Omni politely declines to help.]"
-"""The note a harmful request gets."""
+DECLINE_REPLY: Final[str] = "Sorry, I can't help with that."
+"""The whole reply to a harmful request (the 270M base LM, given a note asking it to decline, still
+wrote "You can make a bomb."; so the Thinker does not ask it)."""
 
 
 def notes_for(prompt: ThinkerPrompt) -> list[str]:
@@ -257,14 +258,12 @@ def notes_for(prompt: ThinkerPrompt) -> list[str]:
         prompt: the Thinker prompt (``user_text`` and ``history`` are read).
 
     Returns:
-        Bracketed lines (``[Calculator: ...]``, ``[Spelling: ...]``, :data:`HARMFUL_NOTE`), possibly
-        none. A follow-up is not a note: see :func:`expand_follow_up`.
+        Bracketed lines (``[Calculator: ...]``, ``[Spelling: ...]``), possibly none. A follow-up is
+        not a note (see :func:`expand_follow_up`), nor a harmful request (:data:`DECLINE_REPLY`).
     """
     text = prompt.user_text
     if not text.strip():
         return []
-    if is_harmful_request(text):
-        return [HARMFUL_NOTE]
     notes = []
     if calc := calculate(text):
         notes.append(calc.note())
