@@ -17,7 +17,7 @@ Wire choices where vLLM-Omni and OpenAI differ (see also the router's module doc
   chunks whose top-level ``modality`` is ``"audio"``. ``audio_metadata`` is a top-level key of
   audio chunks, beside ``modality``.
 * ``x_omni`` (ours) on the response / final chunk: ``user_text`` (what the model understood:
-  text parts + ASR transcripts), ``seen_text`` (text read in images / video frames), timings.
+  text parts + ASR transcripts), ``seen_text`` (what the model saw in images / video frames), timings.
 """
 
 from __future__ import annotations

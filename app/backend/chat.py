@@ -52,7 +52,7 @@ class ReplyText:
     Attributes:
         text: the reply.
         user_text: what the model understood the user said (text parts + transcripts).
-        seen_text: what it read in the images.
+        seen_text: what it saw in the images, one line each (repeats, e.g. like video frames, once).
         ttft_s: seconds from request start to the whole text.
         finish_reason: ``stop``, or ``length`` when ``max_tokens`` cut the reply (see
             :class:`~app.backend.pipeline.stages.GeneratedReply`).
@@ -82,7 +82,7 @@ async def run_chat(
     """
     t0 = time.perf_counter()
     heard = [await pipeline.transcribe(ctx, a) for a in inp.audios]
-    seen = [t for t in [await pipeline.read_image(ctx, img) for img in inp.images] if t]
+    seen = list(dict.fromkeys(t for t in [await pipeline.read_image(ctx, img) for img in inp.images] if t))
     user_text = " ".join(p.strip() for p in [*inp.texts, *heard] if p and p.strip())
     if not user_text and not seen:
         raise EmptyPrompt("No text prompt found in messages (no text, no intelligible speech, no readable image)")

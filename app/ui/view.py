@@ -235,7 +235,7 @@ def render_metrics(snap: dict[str, Any]) -> str:
         ("unit-compute", "Per-unit compute", _fmt(m.get("unit_compute_ms"), " ms"), ""),
         ("context", "Context used / max (tokens)", ctx, ""),
         ("turns", "Answered turns", _fmt(m.get("turns")), ""),
-        ("seen-text", "Camera text the model read", _e(snap.get("seen_text") or "–"), ""),
+        ("seen-text", "What the model saw", _e(snap.get("seen_text") or "–"), ""),
     ]
     body = "".join(f'<div class="m-row"><span class="m-label"{_title(hint)}>{_e(label)}</span>'
                    f'<span class="m-val" data-testid="metric-{key}">{value}</span></div>'

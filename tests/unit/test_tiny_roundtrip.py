@@ -155,12 +155,15 @@ def test_ocr_reads_rendered_text(family: ModelFamily) -> None:
     font = ImageFont.load_default(size=48)
     draw.text((30, 40), "OPEN 24 HOURS", fill="black", font=font)
     draw.text((30, 130), "Coffee $3.50", fill=(160, 0, 0), font=font)
-    text = family.thinker.read_image(np.asarray(img))
+    text = family.thinker.ocr.read_text(np.asarray(img))
     print(f"OCR: {text!r}")
     squashed = text.replace(" ", "").upper()
     assert "OPEN24HOURS" in squashed and "COFFEE$3.50" in squashed
     assert text.index("OPEN") < text.index("Coffee")  # reading order: top line first
-    assert family.thinker.read_image(np.full((120, 200, 3), 255, np.uint8)) == ""
+    assert family.thinker.ocr.read_text(np.full((120, 200, 3), 255, np.uint8)) == ""
+    seen = family.thinker.read_image(np.asarray(img))  # the description holds the same text
+    assert seen.startswith("a white background; the text: ") and text in seen, seen
+    assert family.thinker.read_image(np.full((120, 200, 3), 255, np.uint8)) == "a plain white background"
 
 
 def test_vad_silence_and_speech(family: ModelFamily, espeak_question: np.ndarray) -> None:

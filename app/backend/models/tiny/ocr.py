@@ -2,16 +2,13 @@
 
 Weights: the three ONNX graphs inside ``rapidocr-onnxruntime`` 1.4.4 (Apache-2.0), checked
 against :data:`~app.backend.models.tiny.weights.RAPIDOCR_FILES` and passed to RapidOCR by
-explicit path. There is no bundled captioner/VLM on PyPI, so the ``tiny`` Thinker "sees" only
-text; the reply prompt gets it as ``[The camera shows the text: ...]``.
+explicit path. The words read here are one part of the ``tiny`` Thinker's description of a
+frame (:mod:`.vision`, which also reads colours, shapes and clocks).
 """
 
 from __future__ import annotations
 
-import logging
-import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Final
@@ -21,8 +18,6 @@ import numpy as np
 from app.backend.models.tiny import weights
 from app.backend.models.tiny.cache import ModelAssetMissingError, verify_sha256
 from app.backend.models.tiny.runtime import CORES, DEFAULT_THREADS, Priority
-
-log = logging.getLogger(__name__)
 
 DEFAULT_MIN_SCORE: Final[float] = 0.5
 """Recognition confidence below which a text line is dropped (RapidOCR's own default)."""
@@ -103,6 +98,14 @@ class RapidOcr:
         Raises:
             ValueError: not a uint8 image of a supported shape.
         """
+        return [(text, score) for text, score, _box in self.read_boxes(image)]
+
+    def read_boxes(self, image: np.ndarray) -> list[tuple[str, float, tuple[float, float, float, float]]]:
+        """:meth:`read_lines` with each line's box ``(x0, y0, x1, y1)`` in pixels of ``image``.
+
+        Raises:
+            ValueError: see :meth:`read_lines`.
+        """
         img = np.asarray(image)
         if img.dtype != np.uint8:
             raise ValueError(f"image must be uint8, got {img.dtype}")
@@ -127,6 +130,7 @@ class RapidOcr:
                     float(np.ptp(pts[:, 1])),
                     str(text).strip(),
                     float(score),
+                    (float(pts[:, 0].min()), float(pts[:, 1].min()), float(pts[:, 0].max()), float(pts[:, 1].max())),
                 )
             )
         items.sort(key=lambda it: (it[0], it[1]))
@@ -137,7 +141,7 @@ class RapidOcr:
             else:
                 rows.append([it])
         ordered = [it for row in rows for it in sorted(row, key=lambda r: r[1])]
-        return [(it[3], it[4]) for it in ordered]
+        return [(it[3], it[4], it[5]) for it in ordered]
 
     def read_text(self, image: np.ndarray) -> str:
         """All confident text in ``image``, lines joined with ``", "``.
@@ -152,48 +156,3 @@ class RapidOcr:
             ValueError: see :meth:`read_lines`.
         """
         return LINE_SEPARATOR.join(text for text, _ in self.read_lines(image))
-
-
-BACKGROUND_NICE: Final[int] = 19
-"""OS niceness of the background reader's thread: the lowest priority (Linux sets it per thread)."""
-
-
-def _lowest_priority() -> None:
-    """Give the calling thread the lowest CPU priority (no-op where the OS refuses)."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
-    except (AttributeError, OSError) as exc:  # (not Linux, or not allowed)
-        log.debug("background OCR thread keeps its priority: %s", exc)
-
-
-class BackgroundOcr:
-    """Camera reads that never hold up speech work.
-
-    A duplex session reads its camera again every few seconds and at each speech onset
-    (:mod:`app.backend.duplex.camera`). Through the Thinker stage and the core lock, one read
-    (~0.6 s on 2 threads, one uninterruptible call) in flight when the user paused delayed that
-    user's transcript, end-of-turn score and reply. Here reads run on one thread of their own at
-    the lowest OS priority (:data:`BACKGROUND_NICE`), with a single-threaded RapidOCR (no thread
-    pool that spins) and outside the core lock, so they use the cores only when speech work
-    leaves them idle (a read is slower than a foreground one; on a busy machine, much slower).
-
-    The engine (a second RapidOCR) is built on that thread when the reader is made.
-
-    Args:
-        min_score: see :class:`RapidOcr`.
-    """
-
-    def __init__(self, min_score: float = DEFAULT_MIN_SCORE) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ocr-background",
-                                        initializer=_lowest_priority)
-        self._ocr: Future[RapidOcr] = self._pool.submit(RapidOcr, 1, min_score, hold_cores=False)
-
-    def submit(self, image: np.ndarray) -> Future[str]:
-        """Queue a read of uint8 RGB ``image`` ``(h, w, 3)``; the future gives :meth:`RapidOcr.read_text`'s
-        result, or its error (``ValueError`` for a bad image, the engine's load error)."""
-        frame = np.array(image, copy=True)  # (the caller may reuse its buffer; read_text checks it)
-        return self._pool.submit(lambda: self._ocr.result().read_text(frame))
-
-    def close(self) -> None:
-        """Stop the thread (queued reads are dropped)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
