@@ -44,7 +44,8 @@ MIN_FILL: Final[float] = 0.85
 """Fraction of an object's contour area that must carry its colour label (solid, not a ring)."""
 
 MAX_COLOUR_STD: Final[float] = 22.0
-"""Largest mean per-channel standard deviation of RGB inside an object (solid colour)."""
+"""Largest mean per-channel standard deviation of RGB inside an object, its 2-px rim left out
+(solid colour)."""
 
 MIN_BACKGROUND_SHARE: Final[float] = 0.5
 """A colour is the background when it labels at least this fraction of the border pixels..."""
@@ -168,7 +169,11 @@ def _classify(contour: np.ndarray, area: float) -> str | None:
         return None
     if solidity < 0.93:
         return None
-    circularity = 4.0 * math.pi * area / (perimeter * perimeter)
+    # convex from here on: measure the hull, whose outline is not frayed by noisy edge pixels
+    hull_perimeter = cv2.arcLength(hull, True)
+    circularity = 4.0 * math.pi * area / max(hull_perimeter * hull_perimeter, 1e-6)
+    approx = cv2.approxPolyDP(hull, 0.03 * hull_perimeter, True)
+    corners = len(approx)
     (_ex, _ey), radius = cv2.minEnclosingCircle(contour)
     circle_fill = area / max(math.pi * radius * radius, 1e-6)
     if corners == 3 or (corners == 4 and rect_fill < 0.7):
@@ -231,7 +236,8 @@ def find_objects(rgb: np.ndarray, labels: np.ndarray, background_label: int | No
             inside = region.astype(bool)
             if float(mask[inside].mean()) < MIN_FILL:
                 continue
-            if float(rgb[inside].std(axis=0).mean()) > MAX_COLOUR_STD:
+            core = cv2.erode(region, kernel, iterations=2).astype(bool)  # (without the blended rim)
+            if core.any() and float(rgb[core].std(axis=0).mean()) > MAX_COLOUR_STD:
                 continue
             shape = _classify(contour, area)
             if shape is None:
