@@ -82,7 +82,8 @@ APPEND_SLACK = 8
 """Samples an append may lack (a 20 ms frame resamples to 319..321 samples at 16 kHz)."""
 
 VIDEO_FPS = 10
-"""Rate of the echoed video track, frames/s (kept low: VP8 encoding costs CPU)."""
+"""Rate of the echoed video track, frames/s, for a peer that takes video back (a headless
+``/webrtc/offer`` client; the page offers its camera send-only and gets none: ``video_intake.py``)."""
 
 ECHO_MAX_SIDE = 320
 """Longest side of the echoed video frame, pixels (shrunk by a whole factor: 640 -> 320, 800 -> 267)."""
@@ -150,6 +151,9 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         self._echo_src: np.ndarray | None = None
         self._echo: np.ndarray | None = None
         self._echo_key: Any = None
+        self._camera_frames = 0
+        self._camera_first_at: float | None = None
+        self._camera_last_at = 0.0
         self._done_ok: set[str] = set()
         self._speech_stop_at: float | None = None
         self._thinking_since: float | None = None  # speech_stopped with no response.created since
@@ -336,9 +340,14 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
     async def video_receive(self, frame: np.ndarray) -> None:
         """One camera frame (uint8 BGR (h, w, 3)); never raises (it would end the video loop)."""
         try:
+            now = time.monotonic()
+            self._camera_frames += 1
+            if self._camera_first_at is None:
+                self._camera_first_at = now
+            self._camera_last_at = now
             self._echo_src = frame
             # (a view: a 640x480 copy costs ~3 ms on the event loop, up to 30/s; the buffer copies what it keeps)
-            self.frames.add(frame[:, :, ::-1], time.monotonic())
+            self.frames.add(frame[:, :, ::-1], now)
         except Exception:  # noqa: BLE001 - any bug here must not end the peer's video loop
             self._fault("camera input")
 
@@ -471,11 +480,19 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         return True
 
     def state(self) -> dict[str, Any]:
-        """The view snapshot plus connection facts (for ``GET /webrtc/state/{id}``)."""
+        """The view snapshot plus connection facts (for ``GET /webrtc/state/{id}``).
+
+        ``camera`` = ``{"frames": decoded camera frames received, "fps": their rate from the
+        first to the last, frames/s}`` (the page sends what the units read: ``assets/page.js`` ``camFps``).
+        """
+        now = time.monotonic()
         snap = self.view.snapshot()
         snap["session_id"] = getattr(self.session, "id", None)
-        snap["playing"] = self.playback.is_playing(time.monotonic())
+        snap["playing"] = self.playback.is_playing(now)
         snap["refused"] = self._refused
+        first, n = self._camera_first_at, self._camera_frames
+        span = self._camera_last_at - first if first is not None else 0.0
+        snap["camera"] = {"frames": n, "fps": round((n - 1) / span, 2) if n > 1 and span > 0 else None}
         return snap
 
     # ------------------------------------------------------------------ session events

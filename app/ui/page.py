@@ -31,8 +31,8 @@ import gradio as gr
 from fastapi import FastAPI
 from fastrtc import Stream, WebRTC
 
-from app.constants import DEFAULT_INSTRUCTIONS
-from app.ui import gradio_log, rtc_log
+from app.constants import DEFAULT_INSTRUCTIONS, VISION_TILE_PX
+from app.ui import gradio_log, rtc_log, video_intake
 from app.ui import rtc as rtc_tuning
 from app.ui.chat_tab import build_chat_tab
 from app.ui.frames import MAX_STACK
@@ -63,7 +63,19 @@ VIDEO_CONSTRAINTS: dict[str, Any] = {
     "height": {"ideal": 480},
     "frameRate": {"ideal": 15, "max": 30},
 }
-"""Camera constraints: modest size and rate (the model reads one or a few frames per unit)."""
+"""Camera capture constraints: the local preview's size and rate. What is sent is less
+(``assets/page.js``: at most :data:`CAMERA_SEND_MAX_SIDE` px and the units' frame rate).
+
+FastRTC 0.0.34's video component asks ``getUserMedia({video: track_constraints, audio: true})``:
+for the ``audio-video`` component ``track_constraints`` is this dict itself (a nested
+``{"audio", "video"}`` dict, as FastRTC's own default, ended up as unknown keys of the video
+constraints: the camera came at the browser's default size and rate), and its mic gets the
+browser's defaults, which are :data:`AUDIO_CONSTRAINTS`' (echo cancellation, noise suppression,
+gain control on)."""
+
+CAMERA_SEND_MAX_SIDE = VISION_TILE_PX
+"""Longest side of the camera video the page sends, px: the models' tile (frames are fitted to it
+on arrival anyway, :data:`app.ui.frames.MAX_FRAME_SIDE`); ``page.js`` scales its encoder down to it."""
 
 BUTTON_LABELS = {"start": "Start", "stop": "Stop", "waiting": "Connecting…"}
 
@@ -162,9 +174,8 @@ def rtc_configuration(config: Any) -> dict[str, Any] | None:
 
 
 def _webrtc(modality: str, *, elem_id: str, label: str, ice: dict[str, Any] | None = None) -> WebRTC:
-    constraints: dict[str, Any] = (
-        {"audio": AUDIO_CONSTRAINTS, "video": VIDEO_CONSTRAINTS} if modality == "audio-video" else AUDIO_CONSTRAINTS
-    )
+    # (the audio-video component takes track_constraints as its video constraints: VIDEO_CONSTRAINTS' note)
+    constraints = VIDEO_CONSTRAINTS if modality == "audio-video" else AUDIO_CONSTRAINTS
     return WebRTC(
         label=label,
         modality=modality,  # type: ignore[arg-type]
@@ -175,14 +186,15 @@ def _webrtc(modality: str, *, elem_id: str, label: str, ice: dict[str, Any] | No
         full_screen=False,
         button_labels=BUTTON_LABELS,
         elem_id=elem_id,
-        mirror_webcam=False,  # (FastRTC still mirrors the local preview; the unit preview shows what the model got)
+        mirror_webcam=False,  # (FastRTC mirrors its preview anyway: page.js shows the local camera in it
+                              # during a call; the unit preview shows what the model got)
     )
 
 
 def _head() -> str:
     """The page's own scripts (``assets/page.js``, ``assets/barge_in.js``) and their settings."""
     label = next(k for k, v in OVERLAP_CHOICES.items() if v == "barge_in_on_speech")
-    conf = json.dumps({"localBargeInLabel": label})
+    conf = json.dumps({"localBargeInLabel": label, "cameraSendMaxSide": CAMERA_SEND_MAX_SIDE})
     scripts = "".join(f"<script>{(ASSETS / name).read_text()}</script>" for name in ("page.js", "barge_in.js"))
     return f"<script>window.__omniConfig = {conf};</script>{scripts}"
 
@@ -380,6 +392,7 @@ def mount_ui(app: FastAPI, engine: Any) -> None:
     """
     cfg = engine.config
     rtc_tuning.install()  # mic packets decoded as they arrive (aiortc would hold four of them back)
+    video_intake.install()  # camera read with no video track back (the page sends its camera send-only)
     gradio_log.install()  # no 'content_type ...' line per FastRTC request in the log
     rtc_log.install()  # nor a WARNING per ICE candidate trickled before the offer is answered
     registry = HandlerRegistry()

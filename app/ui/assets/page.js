@@ -31,6 +31,7 @@
   if (window.__omniPageHooks) return;
   window.__omniPageHooks = true;
   const S = (window.__omni = window.__omni || {});
+  const cfg = window.__omniConfig || {};
   S.alerts = S.alerts || [];
   S.phases = S.phases || [];
   S.webrtcId = S.webrtcId || null;
@@ -426,6 +427,76 @@
   function startUnits() { if (!unitTimer && activeCamera) unitTimer = setInterval(refreshUnit, unitMs()); }
   function stopUnits() { if (unitTimer) { clearInterval(unitTimer); unitTimer = null; } }
 
+  // ------------------------------------------------------------------ camera: what the model reads, no video back
+  // FastRTC's video component sends the camera on a send-receive transceiver and shows what comes
+  // back in its <video>: the server decoded every frame at the capture rate and size and encoded an
+  // echo track. Here (1) the camera's transceiver is send-only: no video comes back (the server reads
+  // it anyway: app/ui/video_intake.py); (2) its encoder sends camFps() frames a second (the unit reads
+  // N frames: frame stacking N, one a unit by default; one more than that keeps the frame taken at a
+  // unit's end fresh) at most cameraSendMaxSide px on the longer side (the models' tile); (3) the
+  // component's <video> plays the assistant's audio and shows the local camera track (mirrored, as
+  // FastRTC's preview is). What the model was given stays in the unit preview above.
+  // window.__omni.camSend = {fps, scale, direction} once applied (tests, the benchmark).
+  const CAM_MAX_FPS = 15;
+  function camFps() {
+    const stack = document.querySelector("#stack-frames input[type=number]");
+    const n = Math.max(1, Math.round(Number(stack && stack.value) || 1));
+    return Math.min(CAM_MAX_FPS, Math.ceil(n * 1000 / unitMs()) + 1);
+  }
+  const camSenders = new Map();  // sender -> its peer connection (the call's camera)
+  async function tuneCamera(pc, sender) {
+    const track = sender.track;
+    if (!track || track.readyState !== "live" || pc.connectionState === "closed") { camSenders.delete(sender); return; }
+    const set = track.getSettings ? track.getSettings() : {};
+    const side = Math.max(set.width || 0, set.height || 0);
+    const maxSide = Number(cfg.cameraSendMaxSide) || 448;
+    const scale = side > maxSide ? side / maxSide : 1;
+    const fps = camFps();
+    let p = null;
+    try { p = sender.getParameters(); } catch (_) { return; }
+    if (!p.encodings || !p.encodings.length) return;  // (not negotiated yet: tried again once connected)
+    if (p.encodings.every((e) => e.maxFramerate === fps && e.scaleResolutionDownBy === scale)) return;
+    for (const e of p.encodings) { e.maxFramerate = fps; e.scaleResolutionDownBy = scale; }
+    try {
+      await sender.setParameters(p);
+      const tr = pc.getTransceivers().find((x) => x.sender === sender);
+      S.camSend = { fps: fps, scale: Math.round(scale * 1000) / 1000, direction: tr ? tr.direction : null };
+    } catch (e) {
+      S.camSendError = String(e);
+    }
+  }
+  function tuneCameras() { for (const [sender, pc] of camSenders) tuneCamera(pc, sender); }
+  function showLocalCamera(pc, ev) {
+    // FastRTC's track listener (registered first) has put the remote stream in its <video>; add the camera
+    if (!ev.track || ev.track.kind !== "audio") return;
+    const cam = pc.getSenders().map((x) => x.track).find((tr) => tr && tr.kind === "video");
+    const el = document.querySelector("#webrtc-av video");
+    if (!cam || !el) return;
+    const remote = el.srcObject && el.srcObject.getAudioTracks ? el.srcObject.getAudioTracks() : [ev.track];
+    el.srcObject = new MediaStream([...(remote.length ? remote : [ev.track]), cam]);
+    el.muted = false;
+    el.play().catch(() => {});
+    S.previewTrack = cam.id;
+  }
+  if (window.RTCPeerConnection) {
+    const origAddTrack = RTCPeerConnection.prototype.addTrack;
+    RTCPeerConnection.prototype.addTrack = function (track) {
+      const sender = origAddTrack.apply(this, arguments);
+      if (track && track.kind === "video") {
+        const tr = this.getTransceivers().find((x) => x.sender === sender);
+        if (tr) tr.direction = "sendonly";  // (before FastRTC's createOffer, which follows its addTrack calls)
+        const pc = this;
+        camSenders.set(sender, pc);
+        pc.addEventListener("connectionstatechange", () => {
+          if (pc.connectionState === "connected") tuneCamera(pc, sender);
+          else if (pc.connectionState === "closed" || pc.connectionState === "failed") camSenders.delete(sender);
+        });
+        setTimeout(() => tuneCamera(pc, sender), 0);  // (after FastRTC's own setParameters of its rtp_params)
+      }
+      return sender;
+    };
+  }
+
   // ------------------------------------------------------------------ server messages, connection
   function clearCountdown() { if (countdown) { clearInterval(countdown); countdown = null; } }
   function serverFull(m) {
@@ -509,6 +580,7 @@
         ch.addEventListener("close", end);
       }
       ch.addEventListener("message", onMessage);
+      if (!pc.__omniPreview) { pc.__omniPreview = true; pc.addEventListener("track", (ev) => showLocalCamera(pc, ev)); }
       return ch;
     };
     window.addEventListener("pagehide", () => {
@@ -600,6 +672,9 @@
   });
   document.addEventListener("input", (ev) => {
     if (ev.target && ev.target.id === "omni-volume") { setPref("volume", Number(ev.target.value)); applyOutput(); }
+  });
+  document.addEventListener("change", (ev) => {  // frame stacking N: the camera's send rate follows
+    if (ev.target && ev.target.closest && ev.target.closest("#stack-frames")) setTimeout(tuneCameras, 0);
   });
 
   // once the call bar is rendered: restore its preferences, translate, follow the newest caption
