@@ -200,7 +200,7 @@ REGISTRY: list[Bench] = [
            "Camera frames and images described or read by the embedded family, scored."),
     plugin("browser_camera_cost", "Camera on: cost in the page", "bench_browser.py", "browser_camera_cost",
            "The page's ear-to-ear with the camera on against mic only, same run."),
-    plugin("llm_candidates", "Reply-model candidates", "bench_llm_candidates.py", "llm_candidates",
+    plugin("llm_candidates", "Reply-model candidates", "eval_llm_candidates.py", "llm_candidates",
            "Small GGUF reply models compared on answers and speed on these cores."),
     plugin("gguf_runtime", "GGUF runtime", "bench_gguf_runtime.py", "gguf_runtime",
            "llama.cpp runtime settings for the reply model: tokens per second, first token."),

@@ -304,6 +304,9 @@ def render_all(benches: list[Any], verdicts: dict[str, str], results: Path, *, h
                 body = metrics_table(picked(data, b.current[i].metrics, b.headline))
                 body = [f"From `{stem}`:", ""] + body
             brief += body
+        if current and not any(line.strip() for line in brief):
+            brief = [(f"(No `metrics` list in `results/{current[0]}.json` and no `render_markdown` in its script: "
+                      "add either to show its figures here.)"), ""]
         sections[b.key], briefs[b.key] = sec, brief
         history[f"{b.key}.md"] = _history_file(b, current, older, loaded, verdicts, renderers.get(b.key))
     others = sorted(s for s in loaded if s not in owner)
