@@ -37,10 +37,16 @@ What is measured (Playwright + Debian Chromium, headless, fake devices; the app'
 Rows: the current tree (``new``) and, with ``--baseline-tree``, another checkout (``old``, e.g.
 ``git archive`` of an older commit), each with the default end-of-turn detector and, with
 ``--detectors silence,smart_turn``, with ``turn_policy.detector: smart_turn`` too (a deploy
-override). One server per row (``python -m app serve`` as a subprocess, bound to 0.0.0.0 because
-WebRTC needs a non-loopback ICE candidate; the page is opened on 127.0.0.1), all started up
-front; the rows take turns in blocks of ``--block`` questions so that they share the machine's
-state (only one tab is open at a time). ``--impair`` runs the servers in a network namespace
+override), and each in the page modes of ``--modes`` (``camera``: the camera switch on, Chromium's
+fake camera; ``mic``: mic only; ``--camera`` alone = ``--modes camera``). One server per tree and
+detector (``python -m app serve`` as a subprocess, bound to 0.0.0.0 because WebRTC needs a
+non-loopback ICE candidate; the page is opened on 127.0.0.1), all started up front, shared by
+its modes; the rows take turns in blocks of ``--block`` questions so that they share the machine's
+state (only one tab is open at a time).
+* **Server CPU**: the server process's user + system CPU time over a row's latency blocks divided
+  by their wall time (``server_cores``), and, with ``--listen-s S``, over S s of listening after
+  each block (connected, nobody talking: ``listening_cores``). With the camera on, the server's
+  own count of decoded camera frames (``GET /webrtc/state`` ``camera.fps``) is kept per block. ``--impair`` runs the servers in a network namespace
 behind a user-space impairment link (``benchmarks/netimpair.py``: this kernel has no netem).
 Everything runs on this machine: Chromium competes with the models for the CPU, as a user's
 browser would on a one-box setup. Writes ``benchmarks/results/browser.json`` (``--out`` for
@@ -51,6 +57,8 @@ Usage::
     .venv/bin/python benchmarks/bench_browser.py                      # N=5 + 5, ~3 min on 2 cores
     .venv/bin/python benchmarks/bench_browser.py --n 2 --quick
     .venv/bin/python benchmarks/bench_browser.py --n 30 --baseline-tree /tmp/omni-old --detectors silence,smart_turn
+    .venv/bin/python benchmarks/bench_browser.py --n 10 --barge-n 0 --modes camera,mic --listen-s 10 \
+        --baseline-tree /tmp/omni-old --out browser_camera_cost     # what the camera costs, old vs new
 """
 
 from __future__ import annotations
@@ -154,6 +162,8 @@ class Row:
     key: str
     tree: Path | None
     detector: str
+    camera: bool = False
+    """Calls with the camera switch on (else mic only)."""
     srv: ServerProcess | None = None
     tab: OmniPage | None = None
     warm: dict[str, Any] | None = None
@@ -164,6 +174,11 @@ class Row:
     """CPU time of the server process over its latency blocks, s (user + system)."""
     busy_wall_s: float = 0.0
     """Wall time of those blocks, s."""
+    listen_cpu_s: float = 0.0
+    """CPU time of the server process while listening after each block (``--listen-s``), s."""
+    listen_wall_s: float = 0.0
+    camera_fps: list[float] = field(default_factory=list)
+    """The server's decoded camera frames per second, one figure per block (camera rows)."""
 
 
 def _process_cpu_s(pid: int) -> float:
@@ -495,7 +510,11 @@ def summarize_row(row: Row) -> dict[str, Any]:
                        "missing": sum(1 for t in turns if t["ear_to_ear_ms"] is None)},
         "stages_ms": stages, "pipeline_from_speech_stopped_ms": pipeline, "extra_ms": extra,
         "gaps": gaps, "barge_in": barge,
+        "mode": "camera" if row.camera else "mic",
         "server_cores": round(row.cpu_s / row.busy_wall_s, 3) if row.busy_wall_s else None,
+        "listening_cores": round(row.listen_cpu_s / row.listen_wall_s, 3) if row.listen_wall_s else None,
+        "listening_s": round(row.listen_wall_s, 1),
+        "server_camera_fps": row.camera_fps,
     }
 
 
@@ -514,7 +533,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.baseline_tree:
         trees.append(("old", Path(args.baseline_tree).resolve()))
     detectors = [d.strip() for d in args.detectors.split(",") if d.strip()]
-    rows = [Row(f"{k}" if d == "silence" else f"{k}+{d}", tree, d) for k, tree in trees for d in detectors]
+    modes = args.modes
+    rows = [Row(f"{k}" + ("" if d == "silence" else f"+{d}") + (f"+{m}" if len(modes) > 1 else ""), tree, d,
+                camera=m == "camera") for k, tree in trees for d in detectors for m in modes]
     barge_rows = [r for r in rows if r.detector == detectors[0]] if args.barge_n > 0 else []
 
     impair = None
@@ -526,9 +547,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         host, wrap = impair.server_ip, impair.exec_prefix
     t0 = time.monotonic()
     try:
+        servers: dict[tuple[str, str], tuple[ServerProcess, float]] = {}  # (tree, detector): one for its modes
         for r in rows:
-            r.srv = _server(r, host, wrap)
-            r.ready_s = round(r.srv.start(), 2)
+            k = (str(r.tree), r.detector)
+            if k not in servers:
+                srv = _server(r, host, wrap)
+                servers[k] = (srv, round(srv.start(), 2))
+            r.srv, r.ready_s = servers[k]
         with sync_playwright() as pw:
             if impair is not None:  # getUserMedia needs a secure context: http://10.231.7.2 is not one by default
                 origins = ",".join(r.srv.base_url for r in rows)
@@ -544,7 +569,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 k = min(args.block, args.n - done)
                 for r in rows:
                     r.tab = _open(browser, r.srv.base_url)
-                    _connect(r.tab, r.srv.base_url, args.camera)
+                    _connect(r.tab, r.srv.base_url, r.camera)
                     if r.warm is None:  # warm-up turn (first model calls are slower), not counted
                         r.warm = _latency_turn(r.tab, clips[0])
                     cpu0, wall0 = _process_cpu_s(r.srv.proc.pid), time.monotonic()
@@ -558,6 +583,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                               f"audible {st.get('page_audible')}; heard: {s['heard']!r})", flush=True)
                     r.cpu_s += _process_cpu_s(r.srv.proc.pid) - cpu0
                     r.busy_wall_s += time.monotonic() - wall0
+                    if args.listen_s > 0:  # connected, nobody talking (the last reply has played out)
+                        cpu0, wall0 = _process_cpu_s(r.srv.proc.pid), time.monotonic()
+                        time.sleep(args.listen_s)
+                        r.listen_cpu_s += _process_cpu_s(r.srv.proc.pid) - cpu0
+                        r.listen_wall_s += time.monotonic() - wall0
+                    cam = (r.tab.state() or {}).get("camera") or {}
+                    if r.camera and cam.get("fps") is not None:
+                        r.camera_fps.append(cam["fps"])
                     r.tab.stop()
                     r.tab.close()
                 done += k
@@ -571,7 +604,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     # each barge-in in a new conversation: with the earlier turns in its context the tiny
                     # family answers the long question in a few words, and the reply ends by itself
                     r.tab = _open(browser, r.srv.base_url)
-                    _connect(r.tab, r.srv.base_url, args.camera)
+                    _connect(r.tab, r.srv.base_url, r.camera)
                     b = _barge_turn(r.tab, long_clip, interrupt_clip, INTERRUPT_AFTER_MS[len(r.barge) % len(INTERRUPT_AFTER_MS)])
                     r.barge.append(b)
                     print(f"[{r.key}] barge-in {len(r.barge)} ({sum(map(_counts, r.barge))}/{args.barge_n} counted): "
@@ -584,7 +617,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             browser.close()
     finally:
         for r in rows:
-            if r.srv is not None:
+            if r.srv is not None and r.srv.proc is not None:
                 r.srv.stop()
         if impair is not None:
             impair.stop()
@@ -614,8 +647,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "reproduce": ".venv/bin/python benchmarks/bench_browser.py",
         "setup": {
             "browser": f"{CHROMIUM} {chromium_version} headless, fake devices, scripted mic (WebAudio)",
-            "page_mode": (("camera on (Chromium's fake camera, 640x480)" if args.camera else "mic only (audio)")
+            "page_mode": (" / ".join("camera on (Chromium's fake camera, 640x480)" if m == "camera" else "mic only (audio)"
+                                     for m in modes)
                           + ", overlap policy 'Interrupt as soon as I speak' (page default, local mute)"),
+            "modes": modes, "listen_s": args.listen_s,
             "rms_threshold": RMS_THRESHOLD, "silence_hold_ms": SILENCE_HOLD_MS, "poll_ms": 50,
             "rows": [r.key for r in rows], "block": args.block, "n": args.n, "barge_n": args.barge_n,
             "interrupt_after_ms": INTERRUPT_AFTER_MS, "questions": list(QUESTIONS),
@@ -656,14 +691,16 @@ def markdown(result: dict[str, Any]) -> str:
     """Headline per row, then the stage breakdown (p50 / p95 per row)."""
     rows = result["rows"]
     keys = list(rows)
-    out = ["| row | N | ear-to-ear p50 | p95 | min | max | barge-in p95 (N) | concealed | jitter buf p50 |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = [("| row | N | ear-to-ear p50 | p95 | min | max | barge-in p95 (N) | concealed | jitter buf p50 | "
+           "server cores (turns / listening) |"),
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for k in keys:
         r = rows[k]
         e, b, g = r["ear_to_ear"]["summary_ms"], r["barge_in"]["summary_ms"], r["gaps"]
+        cores = " / ".join("–" if r.get(c) is None else f"{r[c]:.2f}" for c in ("server_cores", "listening_cores"))
         out.append(f"| {k} | {e['n']} | {_f(e['p50'])} | {_f(e['p95'])} | {_f(e['min'])} | {_f(e['max'])} | "
                    f"{_f(b['p95'])} ({b['n']}) | {g['concealed_ms_total']:.0f} ms / {g['reply_audio_ms_total'] / 1000:.1f} s "
-                   f"({g['concealment_events_total']:.0f} ev) | {_f(g['jitter_buffer_ms']['p50'])} |")
+                   f"({g['concealment_events_total']:.0f} ev) | {_f(g['jitter_buffer_ms']['p50'])} | {cores} |")
     out += ["", "| stage | " + " | ".join(f"{k} p50 / p95" for k in keys) + " |", "|---|" + "---|" * len(keys)]
     for st in result["stages"]:
         cells = [f"{_f(rows[k]['stages_ms'][st['key']]['p50'])} / {_f(rows[k]['stages_ms'][st['key']]['p95'])}"
@@ -680,7 +717,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-tree", type=Path, default=None, help="another checkout: adds the 'old' rows")
     ap.add_argument("--detectors", default="silence", help="comma list: silence,smart_turn (default silence)")
     ap.add_argument("--camera", action="store_true", help="calls with the camera on (the page's default; "
-                    "Chromium's fake camera), not mic only")
+                    "Chromium's fake camera), not mic only (= --modes camera)")
+    ap.add_argument("--modes", default=None, help="comma list of page modes, each a row per tree: camera,mic "
+                    "(default: camera with --camera, else mic)")
+    ap.add_argument("--listen-s", type=float, default=0.0, help="after each block, measure the server's CPU "
+                    "while listening this long (default 0: not measured)")
     ap.add_argument("--impair", action="store_true", help="servers behind an impaired link in a network namespace")
     ap.add_argument("--delay-ms", type=float, default=20.0, help="--impair: base one-way delay (default 20)")
     ap.add_argument("--jitter-ms", type=float, default=40.0, help="--impair: + uniform 0..jitter ms (default 40)")
@@ -691,6 +732,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.n = max(1, args.n)
     args.barge_n = args.n if args.barge_n is None else max(0, args.barge_n)
+    modes = [m.strip() for m in (args.modes or ("camera" if args.camera else "mic")).split(",") if m.strip()]
+    if not modes or any(m not in ("camera", "mic") for m in modes):
+        ap.error(f"--modes: a comma list of camera, mic (got {args.modes!r})")
+    args.modes = modes
     result = run(args)
     path = write_result(args.out or ("browser_impaired" if args.impair else "browser"), result)
     print(markdown(result))
