@@ -104,7 +104,13 @@ def _script_renderer(script: str) -> Renderer | None:
     fn = getattr(mod, "render_markdown", None)
     if not callable(fn):
         return None
-    return lambda data: str(fn(data)).rstrip().splitlines() + [""]
+
+    def render(data: dict[str, Any]) -> list[str]:
+        try:
+            return str(fn(data)).rstrip().splitlines() + [""]
+        except Exception as exc:  # noqa: BLE001 - a renderer that fails on a result must not stop the report
+            return [f"(`{script}` render_markdown failed on this result: {type(exc).__name__}: {exc})", ""]
+    return render
 
 
 def plugin(key: str, title: str, script: str, stem: str, summary: str, *, reproduce: str | None = None,

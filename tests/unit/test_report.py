@@ -104,3 +104,21 @@ def test_unreadable_and_unclaimed_files_are_said(report, tmp_path):
     page, history = _generate(report, res, tmp_path / "out")
     assert "`broken.json`: unreadable" in page
     assert "`mystery`" in page and "other.md" in history
+
+
+def test_a_plugin_script_render_markdown_renders_its_section(report, tmp_path, monkeypatch):
+    fake_root = tmp_path / "repo"
+    (fake_root / "benchmarks").mkdir(parents=True)
+    (fake_root / "benchmarks" / "bench_answers.py").write_text(
+        "def render_markdown(result):\n"
+        "    if result.get('boom'):\n"
+        "        raise ValueError('bad result')\n"
+        "    return '| item | score |\\n|---|---|\\n| ' + result['item'] + ' | 1 |'\n")
+    monkeypatch.setattr(report, "ROOT", fake_root)
+    res = _results_subset(tmp_path, "floor")
+    (res / "answers.json").write_text(json.dumps({"benchmark": "answers", "item": "capital of France"}))
+    page, history = _generate(report, res, tmp_path / "ok")
+    assert "| capital of France | 1 |" in page and "| capital of France | 1 |" in history["answers.md"]
+    (res / "answers.json").write_text(json.dumps({"benchmark": "answers", "boom": True}))
+    page, _ = _generate(report, res, tmp_path / "boom")
+    assert "render_markdown failed on this result: ValueError: bad result" in page
