@@ -71,7 +71,8 @@ class Bench:
     brief: compact tables of the first current file for BENCHMARKS.md (every table goes to the history file).
     headline: rows for the top table when the result has no ``metrics`` list (``{name, value, unit, target,
         pass, n}``).
-    gaps: figures with no current run, each said with why (shown under the top table).
+    gaps: figures with no current run, each said with why (shown under the top table); a ``(text, stem)`` pair
+        is shown only while ``results/<stem>.json`` does not exist (the run that will fill the gap).
     optional: the entry only appears once its current file exists (benchmarks other work adds).
     module: a script under ``benchmarks/`` whose ``render_markdown(result) -> str`` renders its results.
     """
@@ -84,7 +85,7 @@ class Bench:
     history: tuple[str, ...] = ()
     brief: Renderer | None = None
     headline: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
-    gaps: tuple[str, ...] = ()
+    gaps: tuple[str | tuple[str, str], ...] = ()
     optional: bool = False
     module: str | None = field(default=None)
 
@@ -150,8 +151,8 @@ REGISTRY: list[Bench] = [
           (Pick("browser_floor_check", ("p50", "p95"), _page_floor),
            Pick("browser_lead", ("Barge-in",), note="the latest run with barge-ins: its barge-in figure only")),
           history=("browser*",), brief=rb.brief_browser,
-          gaps=(("Camera on: `browser_camera_bg` (4.1 s p50, 2026-12-02) started on a busy machine (load 1.9 on "
-                "2 cores) and `browser_camera` ran older code; neither is current."),)),
+          gaps=((("Camera on: `browser_camera_bg` (4.1 s p50, 2026-12-02) started on a busy machine (load 1.9 on "
+                "2 cores) and `browser_camera` ran older code; neither is current."), "browser_camera_cost"),)),
     Bench("floor", "Compute floor of a spoken reply",
           "Every model call of a reply's critical path timed alone in one process, and the floors they add up to.",
           ".venv/bin/python benchmarks/bench_floor.py", (Pick("floor", ("design as built", "one Smart Turn")),),

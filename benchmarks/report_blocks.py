@@ -265,7 +265,8 @@ def render_all(benches: list[Any], verdicts: dict[str, str], results: Path, *, h
              "machine, `--quick` runs and older runs are left out of this table and kept in "
              f"[{link}/]({link}/)."), ""]
     head += table(["benchmark", "figure", "measured", "target", "result", "compared to", "N", "machine", "commit", "date"], top)
-    gaps = [g for b in shown for g in b.gaps]
+    gaps = [g if isinstance(g, str) else g[0] for b in shown for g in b.gaps
+            if isinstance(g, str) or g[1] not in loaded]
     if gaps:
         head += ["No current figure yet:", ""] + [f"- {g}" for g in gaps] + [""]
     peers = next((b for b in benches if b.key == "peers"), None)
