@@ -308,6 +308,32 @@ def summary(res: dict[str, Any]) -> dict[str, Any]:
             "turn_ttft_p50_swa_full_off_s": _p50([t["ttft_s"] for t in res.get("turns_swa_full_off", [])])}
 
 
+_ROWS = (("load_s", "load, s"), ("rss_after_load_mib", "RSS after load, MiB"),
+         ("cold_prompt_tps", "cold prompt eval (391 tokens), tokens/s"),
+         ("turn_ttft_p50_s", "turn: time to first token p50, s (prefix kept)"),
+         ("turn_ttft_p50_swa_full_off_s", "turn: time to first token p50, s, swa_full off"),
+         ("turn_decode_tps_p50", "turn: decode tokens/s p50"), ("decode_tps_p50", "64-token decode, tokens/s p50"),
+         ("count_tokens_ms", "count tokens, ms a call"), ("text_turn_ms_p50", "text end-of-turn score, ms p50"))
+
+
+def render_markdown(result: dict[str, Any]) -> str:
+    """The runtimes side by side (mean over rounds), for BENCHMARKS.md."""
+    runtimes = list(result.get("summary", {}))
+    lines = ["| | " + " | ".join(runtimes) + " |", "|---|" + "---|" * len(runtimes)]
+    for key, label in _ROWS:
+        cells = []
+        for rt in runtimes:
+            vals = [r.get(key) for r in result["summary"][rt] if r.get(key) is not None]
+            cells.append(f"{sum(vals) / len(vals):.3g}" if vals else "-")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    same = result.get("same_greedy_replies", {})
+    same1 = result.get("same_greedy_replies_repeat_penalty_1", {})
+    lines += ["", (f"Same greedy first line of reply: {same.get('same')}/{same.get('of')} with repeat penalty 1.1, "
+              f"{same1.get('same')}/{same1.get('of')} with 1.0 (xllamacpp {result.get('xllamacpp_version')}; "
+              f"2 threads; rounds alternate).")]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--child", choices=("llama-cpp-python", "xllamacpp"), help=argparse.SUPPRESS)

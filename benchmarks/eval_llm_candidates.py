@@ -364,6 +364,30 @@ def _merge(path: Path, update: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _pct(rate: dict[str, Any]) -> str:
+    return "-" if not rate or rate.get("rate") is None else f"{100 * rate['rate']:.0f} % ({rate['k']}/{rate['n']})"
+
+
+def render_markdown(result: dict[str, Any]) -> str:
+    """One row per candidate: correct % per category on dev, degenerate replies, speed, load, RSS."""
+    cands = result.get("candidates", {})
+    cats = sorted({c for v in cands.values() for c in v.get("quality", {}) if c != "all"}) + ["all"]
+    head = ["candidate", *cats, "degenerate", "TTFT p50 s", "decode tok/s p50", "load s", "RSS MiB"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, v in cands.items():
+        q = v.get("quality", {})
+        sp = v.get("speed", {})
+        cells = [_pct(q.get(c, {}).get("correct", {})) for c in cats]
+        cells.append(str(q.get("all", {}).get("degenerate", "-")))
+        for key in ("ttft_s", "decode_tps"):
+            p50 = sp.get(key, {}).get("p50")
+            cells.append("-" if p50 is None else f"{p50:.3g}")
+        cells += [f"{v['load_s']:.2f}" if "load_s" in v else "-",
+                  f"{v['rss_peak_mib']:.0f}" if "rss_peak_mib" in v else "-"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mode", choices=("quality", "speed"), default="quality")
