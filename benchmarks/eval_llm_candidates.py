@@ -15,6 +15,8 @@ Each candidate gets its own best prompt form:
 * ``<model>-chat-tools``: the GGUF's own chat template (llama-cpp-python ``create_chat_completion``),
   a short system message, and the same tool notes, follow-up expansion and fixed decline as the app
   (:mod:`app.backend.models.tiny.tools`), so that only the model differs;
+* ``<model>-chat-fewshot``: the same, with the app's few-shot examples (``llm.FEW_SHOT``) as earlier
+  chat turns;
 * ``<model>-chat``: the chat template with the system message alone (what the model does by itself).
 
 Every reply goes through the app's :func:`~app.backend.models.tiny.llm.finish_reply` (one line, two
@@ -85,10 +87,10 @@ MODELS: dict[str, Model] = {
 
 
 def candidate_names(models: dict[str, Path]) -> list[str]:
-    """``gemma-270m-base`` and, per available model, its ``-chat-tools`` and ``-chat`` forms."""
+    """``gemma-270m-base`` and, per available model, its ``-chat-fewshot``, ``-chat-tools`` and ``-chat`` forms."""
     names = ["gemma-270m-base"]
     for key in models:
-        names += [f"{key}-chat-tools", f"{key}-chat"]
+        names += [f"{key}-chat-fewshot", f"{key}-chat-tools", f"{key}-chat"]
     return names
 
 
@@ -156,11 +158,12 @@ class ChatCandidate:
         tools: give it the app's tool notes, follow-up expansion and fixed decline.
     """
 
-    def __init__(self, path: Path, tools: bool) -> None:
+    def __init__(self, path: Path, tools: bool, few_shot: bool = False) -> None:
         from app.backend.models.tiny.llm import N_CTX, load_gemma
 
         self._llm = load_gemma(path, n_ctx=N_CTX, n_threads=N_THREADS)  # (any GGUF; AMX guard included)
         self._tools = tools
+        self._examples = few_shot_messages() if few_shot else []
 
     def answer(self, history: list[Any], user_text: str) -> Reply:
         from app.backend.models.tiny import tools
@@ -177,7 +180,7 @@ class ChatCandidate:
                 return timer.reply(tools.DECLINE_REPLY)
             user = tools.expand_follow_up(user_text, history) or user_text
             user = "\n".join([*tools.notes_for(prompt), user])  # (a note in the system message is ignored)
-        messages = [{"role": "system", "content": SYSTEM}]
+        messages = [{"role": "system", "content": SYSTEM}, *self._examples]
         messages += [{"role": t.role, "content": t.text} for t in history if t.text.strip()]
         messages.append({"role": "user", "content": user})
         p = SamplingParams()
@@ -195,11 +198,30 @@ class ChatCandidate:
         return timer.reply(finish_reply(raw, hit_max).text)
 
 
+def few_shot_messages() -> list[dict[str, str]]:
+    """The app's few-shot examples (``llm.FEW_SHOT``) as chat turns; a note or camera line goes on
+    the next user turn, as :class:`ChatCandidate` puts this turn's notes."""
+    from app.backend.models.tiny.llm import FEW_SHOT, SEEN_TEMPLATE
+
+    out: list[dict[str, str]] = []
+    pending: list[str] = []
+    for entry in FEW_SHOT:
+        if isinstance(entry, str):
+            pending.append(entry if entry.startswith("[") else SEEN_TEMPLATE.format(text=entry))
+            continue
+        text = "\n".join([*pending, entry.text]) if entry.role == "user" else entry.text
+        pending = [] if entry.role == "user" else pending
+        out.append({"role": entry.role, "content": text})
+    return out
+
+
 def load_candidate(name: str, models: dict[str, Path]) -> Any:
     """The candidate object for ``name`` (see :func:`candidate_names`)."""
     if name == "gemma-270m-base":
         return GemmaCandidate()
     for key, path in models.items():
+        if name == f"{key}-chat-fewshot":
+            return ChatCandidate(path, tools=True, few_shot=True)
         if name == f"{key}-chat-tools":
             return ChatCandidate(path, tools=True)
         if name == f"{key}-chat":
