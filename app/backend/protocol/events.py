@@ -520,7 +520,7 @@ class UnitMetrics(ServerEvent):
     ``turn_scores`` / ``turn_score_ms`` the end-of-turn model scores that came back in the unit and
     their time from request to result (queue + batch, off the event loop); the reply's stage work
     runs asynchronously and shows in ``/metrics``. ``seen_text`` is what the
-    Thinker last read in the camera (``""`` when nothing). ``far_speech_ignored``: stretches of
+    Thinker last saw through the camera (``tiny``: a one-line description) (``""`` when nothing). ``far_speech_ignored``: stretches of
     speech in the unit that started no turn because they were far below the user's own level
     (``turn_policy.far_speech_drop_db``: a TV, a distant talker, or a mic much too quiet).
 
