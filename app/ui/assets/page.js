@@ -26,6 +26,8 @@
 //    open a second connection); closing the page closes its WebRTC connections (pagehide).
 //  * No mic or camera stays live once a call ends (Stop, refusal, lost connection, pagehide): see
 //    "media: every track ends with the call" below.
+//  * The camera costs little: sent send-only at the rate the units read it and the models' size, the
+//    preview from the local camera ("camera: what the model reads, no video back" below).
 //  * window.__omni: {webrtcId, alerts, phases ({phase, status, t}), gumAt, ignoredClicks, lang, levels} for tests.
 (() => {
   if (window.__omniPageHooks) return;
