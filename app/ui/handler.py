@@ -1,7 +1,7 @@
 """The FastRTC handler: one per WebRTC peer, translating media to session commands and back.
 
-Inbound: mic frames (FastRTC's ``(rate, int16 (1, N))``) are resampled to 16 kHz float32 by a
-streaming resampler and sent as :class:`AppendArrays` every :data:`APPEND_MS`; camera frames
+Inbound: mic frames (FastRTC's ``(rate, int16 (1, N))``) are resampled to 16 kHz float32 and
+sent as :class:`AppendArrays` every ~20 ms (:class:`~app.ui.mic_intake.MicIntake`); camera frames
 (BGR) become RGB and ride on the append that closes each duplex unit (base frame + optional
 composite, see :mod:`app.ui.frames`).
 
@@ -55,15 +55,11 @@ from app.api.auth import current_principal
 from app.backend.duplex.manager import CapacityExhausted
 from app.backend.protocol import commands as C
 from app.backend.protocol import events as E
-from app.constants import (
-    FIRST_UNIT_EXTRA_MS,
-    INPUT_SAMPLE_RATE_HZ,
-    OUTPUT_SAMPLE_RATE_HZ,
-    ms_to_samples,
-)
-from app.media import PcmStreamResampler, resample, shrink_by_whole_factor
+from app.constants import INPUT_SAMPLE_RATE_HZ, OUTPUT_SAMPLE_RATE_HZ, ms_to_samples
+from app.media import resample, shrink_by_whole_factor
 from app.ui import trace as page_trace
 from app.ui.frames import UnitFrames
+from app.ui.mic_intake import MicIntake
 from app.ui.playback import Playback
 from app.ui.registry import HandlerRegistry, retry_after_s
 from app.ui.settings import UISettings, parse_args
@@ -73,13 +69,6 @@ log = logging.getLogger(__name__)
 
 MIC_RATE_HZ = 48_000
 """Rate FastRTC delivers mic audio at (Opus native rate); resampled here to 16 kHz."""
-
-APPEND_MS = 20
-"""Mic audio gathered per ``AppendArrays``, ms: one WebRTC frame (the session's VAD and turn timer
-see each frame as it arrives; 40 ms made the end of a turn 20 ms later on average)."""
-
-APPEND_SLACK = 8
-"""Samples an append may lack (a 20 ms frame resamples to 319..321 samples at 16 kHz)."""
 
 VIDEO_FPS = 10
 """Rate of the echoed video track, frames/s, for a peer that takes video back (a headless
@@ -134,12 +123,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         self.frames = UnitFrames(unit_ms)
         self.frames.set_stack(defaults.stack_frames)
         self._args_seen: Any = None
-        self._mic_rs: PcmStreamResampler | None = None  # (FastRTC's base class owns ``_resampler``)
-        self._inbuf: list[np.ndarray] = []
-        self._inbuf_n = 0
-        self._sent = 0  # 16 kHz samples appended to the session
-        self._unit_k = 0
-        self._clock: deque[tuple[int, float]] = deque(maxlen=2000)  # (samples appended, monotonic time)
+        self.mic = MicIntake(unit_ms)
         self._last_audio_at = time.monotonic()
         self._wake = asyncio.Event()
         self._ui_version_sent = -1
@@ -274,7 +258,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
 
     # ------------------------------------------------------------------ input
     async def receive(self, frame: tuple[int, np.ndarray]) -> None:
-        """One mic frame: resample to 16 kHz float32, append every ~:data:`APPEND_MS`.
+        """One mic frame: resample to 16 kHz float32, append every ~:data:`~app.ui.mic_intake.APPEND_MS`.
 
         Never raises: an exception here would end FastRTC's input loop for this peer.
         """
@@ -294,48 +278,23 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         self._last_audio_at = now
         x = np.asarray(arr).reshape(-1)
         x = x.astype(np.float32) / 32768.0 if x.dtype == np.int16 else x.astype(np.float32)
-        if self._mic_rs is None or self._mic_rs.from_rate != rate:
-            self._mic_rs = PcmStreamResampler(int(rate), INPUT_SAMPLE_RATE_HZ)
         if self.trace is not None:
             self.trace.mic_frame(x, int(rate), now)
-        y = self._mic_rs.process(x)
-        if y.size:
-            self._inbuf.append(y)
-            self._inbuf_n += y.size
+        self.mic.push(x, int(rate))
         if self.session is None or not self._configured:  # (appends before session.update are refused)
-            keep = int(PRE_SESSION_KEEP_S * INPUT_SAMPLE_RATE_HZ)
-            while self._inbuf and self._inbuf_n - self._inbuf[0].size >= keep:
-                self._inbuf_n -= self._inbuf.pop(0).size
+            self.mic.keep_last(PRE_SESSION_KEEP_S)
             return
         self._maybe_update_settings()
-        if self._inbuf_n >= ms_to_samples(APPEND_MS, INPUT_SAMPLE_RATE_HZ) - APPEND_SLACK:
+        if self.mic.ready:
             self._flush_input(now)
 
-    def _boundary(self, k: int) -> int:
-        unit = ms_to_samples(self.unit_ms, INPUT_SAMPLE_RATE_HZ)
-        return ms_to_samples(FIRST_UNIT_EXTRA_MS, INPUT_SAMPLE_RATE_HZ) + unit * (k + 1)
-
     def _flush_input(self, now: float) -> None:
-        if self.session is None or self.session.closed or not self._inbuf:
+        if self.session is None or self.session.closed:
             return
-        audio = np.concatenate(self._inbuf) if len(self._inbuf) > 1 else self._inbuf[0]
-        self._inbuf, self._inbuf_n = [], 0
-        frames: tuple[np.ndarray, ...] = ()
-        end = self._sent + audio.size
-        if end >= self._boundary(self._unit_k):
-            frames = self.frames.take_unit()
-            while end >= self._boundary(self._unit_k):
-                self._unit_k += 1
-        self.session.submit(C.AppendArrays(audio=audio, frames=frames))
-        self._sent = end
-        self._clock.append((end, now))
-
-    def _time_of_sample(self, sample: int) -> float | None:
-        """Monotonic time at which input sample ``sample`` (16 kHz) was captured, approximately."""
-        for cum, t in self._clock:
-            if cum >= sample:
-                return t - (cum - sample) / INPUT_SAMPLE_RATE_HZ
-        return None
+        taken = self.mic.take(now)
+        if taken is not None:
+            audio, closes_unit = taken
+            self.session.submit(C.AppendArrays(audio=audio, frames=self.frames.take_unit() if closes_unit else ()))
 
     async def video_receive(self, frame: np.ndarray) -> None:
         """One camera frame (uint8 BGR (h, w, 3)); never raises (it would end the video loop)."""
@@ -521,7 +480,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         now = time.monotonic()
         v = self.view
         if self.trace is not None:
-            self.trace.on_event(ev, now, self._time_of_sample)
+            self.trace.on_event(ev, now, self.mic.time_of_sample)
         if isinstance(ev, E.AudioDelta):
             if self._first_audio_pending:
                 self._first_audio_pending = False
@@ -543,7 +502,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
             v.caption("user", ev.item_id, ev.transcript, append=False)
         elif isinstance(ev, E.SpeechStarted):
             self._user_speaking_since = now
-            onset_at = self._time_of_sample(ms_to_samples(ev.audio_start_ms, INPUT_SAMPLE_RATE_HZ))
+            onset_at = self.mic.time_of_sample(ms_to_samples(ev.audio_start_ms, INPUT_SAMPLE_RATE_HZ))
             log.debug("webrtc %s: speech started %.0f ms after its onset reached the server (playing=%s)",
                       self.webrtc_id, (now - onset_at) * 1000 if onset_at else -1, self.playback.is_playing(now))
             if self.settings.overlap_policy == "barge_in_on_speech" and self.playback.is_playing(now):
@@ -554,7 +513,7 @@ class OmniHandler(AsyncAudioVideoStreamHandler):
         elif isinstance(ev, E.SpeechStopped):
             self._user_speaking_since = None
             self._speech_stop_at = now
-            self._speech_end_at = self._time_of_sample(ms_to_samples(ev.audio_end_ms, INPUT_SAMPLE_RATE_HZ))
+            self._speech_end_at = self.mic.time_of_sample(ms_to_samples(ev.audio_end_ms, INPUT_SAMPLE_RATE_HZ))
             self._first_audio_pending, self._thinking_since = True, now
             self.set_phase("thinking")
         elif isinstance(ev, E.ResponseCreated):
