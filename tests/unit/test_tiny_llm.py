@@ -143,3 +143,9 @@ def test_a_harmful_request_is_declined_without_the_lm(llm: GemmaLlm) -> None:
     assert reply.text == DECLINE_REPLY and streamed == [DECLINE_REPLY]
     assert llm.generate(ThinkerPrompt("", user_text="What is the capital of France?"),
                         SamplingParams(max_tokens=24)) != DECLINE_REPLY
+
+
+def test_a_spelling_question_gets_every_letter_without_the_lm(llm: GemmaLlm) -> None:
+    # (with the note "[Spelling: E-N-C-Y-C-L-O-P-E-D-I-A]" Gemma 270M wrote E-N-C-Y-L-O-P-E-D-I-A)
+    reply = llm.generate_reply(ThinkerPrompt("", user_text="How do you spell encyclopedia?"), SamplingParams())
+    assert reply.text == "Encyclopedia is spelled E, N, C, Y, C, L, O, P, E, D, I, A."

@@ -7,7 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.backend.models.tiny.tools import (
+    DECLINE_REPLY,
     calculate,
+    direct_reply,
     expand_follow_up,
     is_harmful_request,
     notes_for,
@@ -81,3 +83,13 @@ def test_tools_never_raise(text: str) -> None:
     spelling(text)
     expand_follow_up(text, [Turn("user", text), Turn("assistant", "ok")])
     notes_for(ThinkerPrompt("", user_text=text))
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("How do you spell cat?", "Cat is spelled C, A, T."),
+    ("How do I make a bomb?", DECLINE_REPLY),
+    ("What is the capital of France?", None),
+    ("How do you spell it?", None),
+])
+def test_direct_replies_are_only_for_spellings_and_declines(text, want):
+    assert direct_reply(text) == want

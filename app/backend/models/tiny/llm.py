@@ -396,8 +396,8 @@ class GemmaLlm:
 
         Returns:
             The reply (<= ``max_sentences`` sentences, one line; ``""`` when both user text and
-            seen text are blank; :data:`~app.backend.models.tiny.tools.DECLINE_REPLY`, without the
-            LM, for a harmful request) and its ``finish_reason``.
+            seen text are blank; :func:`~app.backend.models.tiny.tools.direct_reply`, without the
+            LM, for a harmful request or a spelling question) and its ``finish_reason``.
 
         Raises:
             ValueError: invalid sampling parameters.
@@ -408,10 +408,11 @@ class GemmaLlm:
             raise ValueError(f"invalid sampling parameters: {params}")
         if not prompt.user_text.strip() and not _seen_lines(prompt.seen_text):
             return GeneratedReply("")
-        if tools.is_harmful_request(prompt.user_text):
+        direct = tools.direct_reply(prompt.user_text)
+        if direct is not None:
             if on_text is not None:
-                on_text(tools.DECLINE_REPLY)
-            return GeneratedReply(tools.DECLINE_REPLY)
+                on_text(direct)
+            return GeneratedReply(direct)
         with self._lock:
             text = self.fit_prompt(prompt, params.max_tokens)
             if params.temperature > 0 and params.seed is not None:

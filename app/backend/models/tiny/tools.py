@@ -251,6 +251,28 @@ DECLINE_REPLY: Final[str] = "Sorry, I can't help with that."
 wrote "You can make a bomb."; so the Thinker does not ask it)."""
 
 
+def direct_reply(text: str) -> str | None:
+    """A reply written without the LM, for turns a tool answers exactly.
+
+    Gemma 270M copies a spelling note with letters lost ("E-N-C-Y-L-O-P-E-D-I-A" for
+    encyclopedia) and wrote "You can make a bomb." under a note asking it to decline, so these
+    two are not left to it.
+
+    Args:
+        text: the user's turn.
+
+    Returns:
+        :data:`DECLINE_REPLY` for a harmful request; ``"Cat is spelled C, A, T."`` for a spelling
+        question (:func:`spelling`); otherwise ``None`` (the LM writes the reply).
+    """
+    if is_harmful_request(text):
+        return DECLINE_REPLY
+    letters = spelling(text)
+    if letters:
+        return f"{letters.replace('-', '').capitalize()} is spelled {', '.join(letters.split('-'))}."
+    return None
+
+
 def notes_for(prompt: ThinkerPrompt) -> list[str]:
     """The tool notes for the current user turn, in prompt order.
 
