@@ -318,6 +318,54 @@ def render_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
+# --------------------------------------------------------------------------- headline figures
+TARGETS: dict[str, tuple[tuple[str, ...], float]] = {
+    "facts + arithmetic + instructions": (("facts", "arithmetic", "instructions"), 70.0),
+    "follow-ups": (("followup",), 60.0),
+    "camera questions": (("camera",), 60.0),
+}
+"""Issue #25's targets on the test split: correct %, at least (categories pooled)."""
+
+
+def _pooled(samples: list[dict[str, Any]], cats: tuple[str, ...]) -> tuple[int, int]:
+    group = [s for s in samples if s["category"] in cats]
+    return sum(1 for s in group if s["score"]["correct"]), len(group)
+
+
+def headline_metrics(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The last row's realtime-route figures against :data:`TARGETS` (and 0 degenerate replies), with the
+    first row's (the baseline, when there are two rows) as the detail; ``[]`` without a realtime route."""
+    rows = [r for r in result.get("rows") or [] if (r.get("routes") or {}).get("realtime")]
+    if not rows:
+        return []
+    new, old = rows[-1], rows[0] if len(rows) > 1 else None
+    out = []
+    for name, (cats, target) in TARGETS.items():
+        k, n = _pooled(new["routes"]["realtime"]["samples"], cats)
+        detail = ""
+        if old is not None:
+            ko, no = _pooled(old["routes"]["realtime"]["samples"], cats)
+            detail = f"{old['label']}: {100 * ko / no:.0f} % ({ko}/{no})" if no else ""
+        out.append(C.metric(f"answers_{cats[0]}", f"realtime answers correct: {name} ({new['label']})",
+                            100 * k / n if n else None, "%", ">=", target, n=n, detail=detail))
+    deg = new["routes"]["realtime"]["summary"]["all"]["degenerate"]
+    out.append(C.metric("answers_degenerate", f"degenerate replies, realtime ({new['label']})", deg, "replies",
+                        "<=", 0, n=new["routes"]["realtime"]["summary"]["all"]["correct"]["n"]))
+    return out
+
+
+def merge(paths: list[Path], out: str) -> Path:
+    """Rows of several result files (e.g. two trees measured at once into two files) into ``results/<out>.json``,
+    in the order given, with :func:`headline_metrics`; the first file's header is kept."""
+    results = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    merged = results[0]
+    merged["rows"] = [row for r in results for row in r.get("rows", [])]
+    merged["command"] = merged.get("command", "") + " (rows merged: " + ", ".join(p.name for p in paths) + ")"
+    merged["finished_at"] = max(r.get("finished_at", "") for r in results)
+    merged["metrics"] = headline_metrics(merged)
+    return C.write_result(out, C.round_floats(merged))
+
+
 # --------------------------------------------------------------------------- main
 def run_routes(url: str, items: list[AI.Item], routes: list[str], speaker: Speaker, realtime: bool) -> dict:
     import httpx
@@ -369,7 +417,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fast", action="store_true", help="realtime route sends audio as fast as possible (no "
                                                        "latency figures; for scoring-only runs)")
     p.add_argument("--note", default=None, help="a sentence stored with the row (e.g. the lock it ran under)")
+    p.add_argument("--merge", nargs="+", type=Path, default=None, metavar="RESULT",
+                   help="only merge the rows of these result files into results/<--out>.json and exit")
     args = p.parse_args(argv)
+    if args.merge:
+        print(f"[answers] wrote {merge(args.merge, args.out)}")
+        return 0
     routes = [r.strip() for r in args.routes.split(",") if r.strip()]
     bad = set(routes) - set(ROUTES)
     if bad:
@@ -429,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     result["rows"] = [r for r in result.get("rows", []) if (r.get("label"), r.get("split")) != (label, args.split)]
     result["rows"].append(row)
     result["finished_at"] = C.now_iso()
+    result["metrics"] = headline_metrics(result)
     out = C.write_result(args.out, C.round_floats(result))
     print(render_markdown(result))
     print(f"[answers] wrote {out} ({time.monotonic() - t0:.0f} s)", flush=True)
