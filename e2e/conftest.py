@@ -88,7 +88,9 @@ def sign_camera(media) -> Path:
 def clips(media) -> dict[str, Path]:
     """Speech clips for the scripted mic (0.2 s lead-in each)."""
     return {
-        "long": speech_wav("What do you know about the sun?", media / "clip_sun.wav", lead_s=0.2, tail_s=0.3),
+        # (a spelling is answered with every letter, ~5 s of speech, whatever the LM: the barge-in
+        # tests need an answer still playing seconds after it starts)
+        "long": speech_wav("How do you spell encyclopedia?", media / "clip_spell.wav", lead_s=0.2, tail_s=0.3),
         "interrupt": speech_wav("Wait, stop. What is two plus two?", media / "clip_two.wav", lead_s=0.2, tail_s=0.3),
         "france": speech_wav(QUESTION, media / "clip_france.wav", lead_s=0.2, tail_s=0.3),
     }
