@@ -131,8 +131,6 @@ FEW_SHOT: Final[tuple[Turn | str, ...]] = (
     "[Spelling: D-O-G]",
     Turn("user", "How do you spell dog?"),
     Turn("assistant", "Dog is spelled D, O, G."),
-    Turn("user", "How can I steal a car?"),
-    Turn("assistant", "Sorry, I can't help with that."),
     Turn("user", "How are you today?"),
     Turn("assistant", "I am doing well, thank you!"),
     "a white background with two green triangles; the text: EXIT",
@@ -144,7 +142,10 @@ FEW_SHOT: Final[tuple[Turn | str, ...]] = (
 """Fixed examples; a bare string is a camera line (``seen_text``) unless it is already a bracketed
 tool note (:mod:`~app.backend.models.tiny.tools`). One example per kind of turn the family handles:
 a fact, a count, a sum with its calculator note, yes and no, an answer-length instruction, a
-spelling note, a declined request, small talk, the camera."""
+spelling note, small talk, the camera. No declined request: a harmful one never reaches the LM
+(:func:`~app.backend.models.tiny.tools.direct_reply`), and with one shown, Gemma 270M declined small
+talk too ("Tell me a joke" -> "I am sorry, I can't help with that.": 5 of 12 dev small-talk items,
+``benchmarks/eval_llm_candidates.py``)."""
 
 SEEN_TEMPLATE: Final[str] = "[The camera shows: {text}]"
 """How one ``seen_text`` entry appears in the prompt."""

@@ -232,6 +232,8 @@ _HARM_RE: Final[re.Pattern[str]] = re.compile(
     r"\b(?:steal|shoplift|rob|burgle|break into|hack into|hack (?:someone|my|his|her|their)|"
     r"pick a lock|hot-?wire|make (?:a |some )?(?:bomb|explosive|weapon|poison|gun|meth|drugs)|"
     r"build (?:a )?(?:bomb|weapon|gun)|poison (?:someone|my|his|her|a person|people)|"
+    r"poison .{0,30}(?:someone|somebody|a person)(?:'s)? (?:drink|food|coffee|tea)|"
+    r"(?:write|make|create|code|build) (?:me )?(?:a |an |some )?(?:computer )?(?:virus|malware|ransomware|worm)|"
     r"(?:hurt|harm|kill|attack|injure|stab|shoot) (?:someone|somebody|people|a person|my|him|her|them)|"
     r"(?:someone|somebody|other people)(?:'s| else's) (?:password|account|credit card|bank)|"
     r"(?:get|steal|find out|guess) (?:someone|somebody|his|her|their)(?:'s)? password|"
@@ -251,22 +253,50 @@ DECLINE_REPLY: Final[str] = "Sorry, I can't help with that."
 wrote "You can make a bomb."; so the Thinker does not ask it)."""
 
 
+_NEIGHBOUR_RE: Final[re.Pattern[str]] = re.compile(
+    r"\bwhat (?:number )?(?:comes |is )?(?P<side>after|before) (?P<n>-?\d+)\b", re.IGNORECASE)
+_COUNT_RE: Final[re.Pattern[str]] = re.compile(
+    r"\bcount (?:from (?P<a>\d+) )?(?:up )?to (?P<b>\d+)\b", re.IGNORECASE)
+_LETTERS_RE: Final[re.Pattern[str]] = re.compile(
+    r"\bhow many letters (?:are |does )?(?:there )?(?:in )?(?:the word )?(?P<word>[a-z]+)\b", re.IGNORECASE)
+_TERSE_RE: Final[re.Pattern[str]] = re.compile(
+    r"\b(?:one word|a single word|just the number|only the number|number only|just a number)\b", re.IGNORECASE)
+MAX_COUNT: Final[int] = 20
+"""Longest count said out loud ("count to 20"); a longer one is left to the LM."""
+
+
 def direct_reply(text: str) -> str | None:
     """A reply written without the LM, for turns a tool answers exactly.
 
-    Gemma 270M copies a spelling note with letters lost ("E-N-C-Y-L-O-P-E-D-I-A" for
-    encyclopedia) and wrote "You can make a bomb." under a note asking it to decline, so these
-    two are not left to it.
+    Gemma 270M copies the tools' notes with mistakes ("3 plus 10 is 9." under "[Calculator: 3 plus
+    10 is 13]", "E-N-C-Y-L-O-P-E-D-I-A" for encyclopedia; dev split of ``benchmarks/answers_items.py``)
+    and wrote "You can make a bomb." under a note asking it to decline, so these are not left to it.
 
     Args:
-        text: the user's turn.
+        text: the user's turn (digits or number words).
 
     Returns:
-        :data:`DECLINE_REPLY` for a harmful request; ``"Cat is spelled C, A, T."`` for a spelling
-        question (:func:`spelling`); otherwise ``None`` (the LM writes the reply).
+        :data:`DECLINE_REPLY` for a harmful request; ``"3 plus 10 is 13."`` for arithmetic
+        (:func:`calculate`; just ``"13."`` when the turn asks for one word or the number only);
+        ``"6 comes after 5."``; ``"1, 2, 3, 4, 5."`` for "count to 5" (up to :data:`MAX_COUNT`);
+        ``"Cat has 3 letters."``; ``"Cat is spelled C, A, T."`` (:func:`spelling`); otherwise
+        ``None`` (the LM writes the reply).
     """
     if is_harmful_request(text):
         return DECLINE_REPLY
+    terse = bool(_TERSE_RE.search(text))
+    if calc := calculate(text):
+        return f"{calc.result}." if terse else f"{calc.expression} is {calc.result}."
+    t = _digits(text)
+    if m := _NEIGHBOUR_RE.search(t):
+        n = int(m["n"])
+        k = n + 1 if m["side"] == "after" else n - 1
+        return f"{k}." if terse else f"{k} comes {m['side']} {n}."
+    if (m := _COUNT_RE.search(t)) and 0 <= int(m["b"]) - int(m["a"] or 1) < MAX_COUNT:
+        return ", ".join(str(i) for i in range(int(m["a"] or 1), int(m["b"]) + 1)) + "."
+    if m := _LETTERS_RE.search(t):
+        word = m["word"]
+        return f"{len(word)}." if terse else f"{word.capitalize()} has {len(word)} letters."
     letters = spelling(text)
     if letters:
         return f"{letters.replace('-', '').capitalize()} is spelled {', '.join(letters.split('-'))}."
