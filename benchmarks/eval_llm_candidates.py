@@ -13,7 +13,8 @@ Each candidate gets its own best prompt form:
 * ``gemma-270m-base``: the app's own path, :class:`~app.backend.models.tiny.llm.GemmaLlm`
   ``generate_reply`` (few-shot transcript, tool notes, follow-up expansion, fixed decline, stop rules);
 * ``<model>-chat-tools``: the GGUF's own chat template (llama-cpp-python ``create_chat_completion``),
-  a short system message, and the same tool notes, follow-up expansion and fixed decline as the app
+  a short system message, and the same tools (``direct_reply``: exact answers and the decline), tool notes
+  and follow-up expansion as the app
   (:mod:`app.backend.models.tiny.tools`), so that only the model differs;
 * ``<model>-chat-fewshot``: the same, with the app's few-shot examples (``llm.FEW_SHOT``) as earlier
   chat turns;
@@ -179,9 +180,10 @@ class ChatCandidate:
         prompt = ThinkerPrompt(DEFAULT_INSTRUCTIONS, history, user_text)
         user = user_text
         if self._tools:
-            if tools.is_harmful_request(user_text):
+            direct = tools.direct_reply(user_text)  # (the app's exact tools and decline, without the model)
+            if direct is not None:
                 timer.tick()
-                return timer.reply(tools.DECLINE_REPLY)
+                return timer.reply(direct)
             user = tools.expand_follow_up(user_text, history) or user_text
             user = "\n".join([*tools.notes_for(prompt), user])  # (a note in the system message is ignored)
         messages = [{"role": "system", "content": SYSTEM}, *self._examples]
