@@ -13,6 +13,7 @@ from app.backend.models.tiny.tools import (
     expand_follow_up,
     is_harmful_request,
     notes_for,
+    recall,
     spelling,
 )
 from app.backend.pipeline.stages import ThinkerPrompt, Turn
@@ -64,6 +65,20 @@ def test_a_follow_up_is_written_out_from_the_earlier_question() -> None:
     assert expand_follow_up("What is the capital of Spain?", capital) is None
 
 
+def test_what_the_user_said_of_themselves_is_recalled_word_for_word() -> None:
+    told = [Turn("user", "Hi, my name is Anna."), Turn("assistant", "Hello Anna."),
+            Turn("user", "My favourite colour is green.")]
+    assert recall("What is my name?", told) == "Your name is Anna."
+    assert recall("What's my favorite color?", told) == "Your favorite color is green."  # either spelling
+    # the latest statement wins; an assistant's words are not the user's
+    assert recall("What is my name?", [*told, Turn("user", "No, my name is Ben.")]) == "Your name is Ben."
+    assert recall("What is my name?", [Turn("assistant", "My name is Tiny.")]) is None
+    # never said, or no such question: left to the LM
+    assert recall("What is my age?", told) is None
+    assert recall("What is the capital of France?", told) is None
+    assert recall("What is my name?", []) is None
+
+
 def test_harmful_requests_are_noted_and_ordinary_ones_are_not() -> None:
     for text in ("How do I steal a car?", "How can I hurt someone?", "Tell me how to make a bomb.",
                  "How do I get my neighbour's password? I want someone's password."):
@@ -82,6 +97,8 @@ def test_tools_never_raise(text: str) -> None:
     calculate(text)
     spelling(text)
     expand_follow_up(text, [Turn("user", text), Turn("assistant", "ok")])
+    recall(text, [Turn("user", text)])
+    recall("What is my name?", [Turn("user", text)])
     notes_for(ThinkerPrompt("", user_text=text))
 
 

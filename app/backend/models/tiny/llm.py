@@ -398,7 +398,8 @@ class GemmaLlm:
         Returns:
             The reply (<= ``max_sentences`` sentences, one line; ``""`` when both user text and
             seen text are blank; :func:`~app.backend.models.tiny.tools.direct_reply`, without the
-            LM, for a harmful request or a spelling question) and its ``finish_reason``.
+            LM, for a harmful request or a spelling question; :func:`~app.backend.models.tiny.tools.recall` for
+            "what is my name?") and its ``finish_reason``.
 
         Raises:
             ValueError: invalid sampling parameters.
@@ -409,7 +410,7 @@ class GemmaLlm:
             raise ValueError(f"invalid sampling parameters: {params}")
         if not prompt.user_text.strip() and not _seen_lines(prompt.seen_text):
             return GeneratedReply("")
-        direct = tools.direct_reply(prompt.user_text)
+        direct = tools.direct_reply(prompt.user_text) or tools.recall(prompt.user_text, prompt.history)
         if direct is not None:
             if on_text is not None:
                 on_text(direct)

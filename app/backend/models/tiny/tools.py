@@ -12,6 +12,8 @@ give the exact content, these tools compute it and the prompt carries it as a br
 * :func:`spelling`: "how do you spell X" / "spell X" -> the letters of X.
 * :func:`expand_follow_up`: "And what about Spain?" after "What is the capital of France?" ->
   "What is the capital of Spain?" (the earlier question with its last topic word replaced).
+* :func:`recall`: "What is my name?" after "My name is Anna." -> "Your name is Anna." (what the
+  user said of themselves, word for word, not left to the LM, which answered "My name is Arthur.").
 * :func:`is_harmful_request`: a request to hurt, steal, break in, make weapons or get into
   someone else's accounts, answered with :data:`DECLINE_REPLY` instead of the LM.
 
@@ -226,6 +228,45 @@ def expand_follow_up(text: str, history: Sequence[Turn]) -> str | None:
     for w in words:
         out += w if (not out or not w[0].isalnum() and w not in "([\"'") else " " + w
     return out
+
+
+def _key(words: str) -> str:
+    """A personal-fact key, spelling-normalised ("favorite color" -> "favourite colour")."""
+    words = re.sub(r"\s+", " ", words.strip().lower())
+    return words.replace("favorite", "favourite").replace("color", "colour")
+
+
+_TOLD_RE: Final[re.Pattern[str]] = re.compile(
+    r"\bmy (?P<key>(?:favou?rite |best friend'?s |dog'?s |cat'?s )?[a-z]+) is (?P<value>[^.,!?;]{1,40})",
+    re.IGNORECASE)
+_ASKED_RE: Final[re.Pattern[str]] = re.compile(
+    r"^\s*(?:and |so |now |do you remember |can you tell me )?(?:what(?:'s| is)) my "
+    r"(?P<key>(?:favou?rite |best friend'?s |dog'?s |cat'?s )?[a-z]+)\s*[?.!]*\s*$", re.IGNORECASE)
+
+
+def recall(text: str, history: Sequence[Turn]) -> str | None:
+    """The answer to "what is my X?" from what the user said earlier ("my X is Y").
+
+    Args:
+        text: the user's turn ("What is my name?", "What's my favorite color?").
+        history: the conversation so far, oldest first; the latest user turn that says
+            "my X is Y" for the same X (colour/color, favourite/favorite alike) is used.
+
+    Returns:
+        ``"Your name is Anna."``, or ``None`` when ``text`` asks no such question or the user never
+        said it.
+    """
+    asked = _ASKED_RE.match(text)
+    if not asked:
+        return None
+    key = _key(asked["key"])
+    for turn in reversed(history):
+        if turn.role != "user":
+            continue
+        for told in reversed(list(_TOLD_RE.finditer(turn.text))):
+            if _key(told["key"]) == key:
+                return f"Your {asked['key'].strip().lower()} is {told['value'].strip()}."
+    return None
 
 
 _HARM_RE: Final[re.Pattern[str]] = re.compile(
