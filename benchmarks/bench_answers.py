@@ -151,6 +151,28 @@ async def _realtime_turn(c: DuplexClient, pcm: bytes, frame_b64: str | None, rea
         return [rid for e in c.collector.events[first_index:] if event_type(e) == "response.created"
                 and (rid := event_response_id(e))]
 
+    # the microphone (and camera) stay open while the reply is awaited, as on a page: the duplex
+    # server is driven by the client's audio, so a client that went quiet after a late end of turn
+    # would never hear the reply finish
+    mic = asyncio.create_task(_keep_streaming(c, frames)) if realtime else None
+    try:
+        return await _await_responses(c, created_ids, first_index, speech_end_abs, t0)
+    finally:
+        if mic is not None:
+            mic.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await mic
+
+
+async def _keep_streaming(c: DuplexClient, frames: list[str] | None) -> None:
+    """Stream real-time silence (with the turn's frame, if any) until cancelled."""
+    while not c.closed:
+        await c.stream_pcm(C.silence_pcm16(1.0), chunk_ms=CHUNK_MS, realtime=True, video_frames=frames)
+
+
+async def _await_responses(c: DuplexClient, created_ids: Any, first_index: int, speech_end_abs: float,
+                           t0: float) -> dict[str, Any]:
+    """Wait for the turn's responses to be created and done; the turn's record."""
     deadline = time.monotonic() + RESPONSE_WAIT_S
     while not created_ids() and time.monotonic() < deadline and not c.closed:
         with contextlib.suppress(TimeoutError):
