@@ -440,7 +440,8 @@ def _barge_turn(tab: OmniPage, long_clip: Path, interrupt_clip: Path, after_ms: 
             "interruption_answered": answered,
             "page_mute_after_onset_ms": round(mutes[0]["t"] - onset, 1) if mutes else None,
             "server_flush_after_onset_ms": round(flushed - onset, 1) if flushed else None,
-            "answer_rise_after_question_start_ms": round(rise - start, 1)}
+            "answer_rise_after_question_start_ms": round(rise - start, 1),
+            "onset_page_ms": round(onset, 1), "silence_page_ms": round(silent, 1)}
 
 
 def _counts(b: dict[str, Any]) -> bool:
