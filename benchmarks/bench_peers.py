@@ -397,6 +397,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows = [Row(k, None, "default" if k in APP_ROWS else "-", camera=k == "app-camera") for k in args.rows]
     barge_rows = [r for r in rows if r.key in BARGE_ROWS] if args.barge_n > 0 else []
     t0 = time.monotonic()
+    deadline = t0 + args.budget_min * 60.0 if args.budget_min else float("inf")
+    stopped: list[str] = []
     servers: list[ServerProcess] = []
     try:
         app: tuple[ServerProcess, float] | None = None
@@ -417,6 +419,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             chromium_version = browser.version
             done = 0
             while done < args.n:
+                if time.monotonic() > deadline:
+                    stopped.append(f"latency blocks stopped by --budget-min after {done} turns a row")
+                    break
                 k = min(args.block, args.n - done)
                 for r in rows:
                     r.tab = _open_tab(browser, r)
@@ -442,6 +447,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for r in barge_rows:
                     if sum(barge_counts(r.key, b) for b in r.barge) >= args.barge_n:
                         continue
+                    if time.monotonic() > deadline:
+                        break
                     r.tab = _open_tab(browser, r)  # a new conversation each time (bench_browser's reason)
                     try:
                         b = _barge(r, clips, INTERRUPT_AFTER_MS[len(r.barge) % len(INTERRUPT_AFTER_MS)])
@@ -459,6 +466,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         pass
                     r.tab.stop()
                     r.tab.close()
+                if time.monotonic() > deadline:
+                    stopped.append(f"barge-ins stopped by --budget-min after {tries} rounds")
+                    break
             browser.close()
     finally:
         for srv in servers:
@@ -482,6 +492,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "workload": {
             "browser": f"{CHROMIUM} {chromium_version} headless, fake devices, scripted mic (WebAudio)",
             "rows": args.rows, "n": args.n, "block": args.block, "barge_n": args.barge_n,
+            "budget_min": args.budget_min, "stopped": stopped,
             "questions": list(QUESTIONS), "long_question": LONG_QUESTION, "interruption": INTERRUPTION,
             "interrupt_after_ms": INTERRUPT_AFTER_MS, "rms_threshold": RMS_THRESHOLD,
             "silence_hold_ms": SILENCE_HOLD_MS, "poll_ms": 50, "answer_timeout_s": ANSWER_TIMEOUT_S,
@@ -550,7 +561,8 @@ def render_markdown(result: dict[str, Any]) -> str:
     w = result.get("workload") or {}
     out = [(f"N = {w.get('n')} latency turns a row in blocks of {w.get('block')}, barge-ins up to "
            f"{w.get('barge_n')} counted a row; {'a `--quick` sanity run; ' if result.get('quick') else ''}"
-           "ms on the page's clock."), "",
+           "ms on the page's clock."
+           + "".join(f" Cut short: {x}." for x in w.get("stopped") or [])), "",
            "| row | N | ear-to-ear p50 | p95 | min | max | barge-in p50 / p95 (counted / tried) | server cores |",
            "|---|---|---|---|---|---|---|---|"]
     for k, r in rows.items():
@@ -583,6 +595,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=20, help="latency turns per row (default 20)")
     ap.add_argument("--barge-n", type=int, default=10, help="counted barge-ins per row (default 10; 0 = none)")
     ap.add_argument("--block", type=int, default=5, help="turns per row before the next row's turn (default 5)")
+    ap.add_argument("--budget-min", type=float, default=0.0,
+                    help="stop starting latency blocks, then barge-ins, after this many minutes (0: no limit); "
+                    "what was measured is written and the cut is recorded (workload.stopped)")
     ap.add_argument("--out", default="peers", help="result name: benchmarks/results/<out>.json (default peers)")
     ap.add_argument("--quick", action="store_true", help="mark the result as a sanity run")
     args = ap.parse_args(argv)
