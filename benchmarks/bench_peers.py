@@ -51,10 +51,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -329,9 +328,9 @@ def echo_turn(tab: OmniPage, clip: Path) -> dict[str, Any]:
             "speech_s": round(span[1] - span[0], 3), "server_first_audio_ms": None, "heard": None}
 
 
-@dataclass
-class Clips:
-    """The spoken fixtures (Piper-voiced, as ``bench_browser.py`` makes them)."""
+class Clips(NamedTuple):
+    """The spoken fixtures (Piper-voiced, as ``bench_browser.py`` makes them). A NamedTuple, not a dataclass:
+    ``report.py`` loads this file under a module name ``sys.modules`` does not hold."""
 
     questions: list[Path]
     long: Path
@@ -339,6 +338,7 @@ class Clips:
 
     @classmethod
     def make(cls, folder: Path) -> Clips:
+        """The clips in ``folder`` (made once; 48 kHz mono PCM16 WAVs)."""
         return cls([speech_wav(q, folder / f"q{i}.wav", lead_s=0.2, tail_s=0.3) for i, q in enumerate(QUESTIONS)],
                    speech_wav(LONG_QUESTION, folder / "long.wav", lead_s=0.2, tail_s=0.3),
                    speech_wav(INTERRUPTION, folder / "interrupt.wav", lead_s=0.2, tail_s=0.3))

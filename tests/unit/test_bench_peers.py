@@ -120,3 +120,13 @@ def test_render_markdown_shows_every_row_and_the_ratios():
     assert "| this app's page, mic only | 3 | 900 | 990 | 800 | 1000 | 300 / 300 (1 / 1) | 1.20 |" in md
     assert "(onset -> echo)" in md and "0.50x" in md and "`--quick`" in md and "pipecat-ai 1.14.0" in md
     assert bp.render_markdown({}) == "_No rows measured yet._\n"
+
+
+def test_report_py_can_load_the_renderer():
+    """``report.py`` execs the script under a name ``sys.modules`` lacks (a dataclass there would fail)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bench_bench_peers_test", ROOT / "benchmarks" / "bench_peers.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert callable(mod.render_markdown)
