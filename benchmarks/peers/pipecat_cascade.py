@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from fastapi import BackgroundTasks, FastAPI, Request  # module level: FastAPI resolves the routes'
+from fastapi.responses import HTMLResponse, JSONResponse  # (string) annotations in these globals
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -161,8 +163,6 @@ async def run_bot(connection: Any, cascade: Cascade) -> None:
 
 def build_app() -> Any:
     """The FastAPI app (models loaded and warmed once, shared by the connections)."""
-    from fastapi import BackgroundTasks, FastAPI, Request
-    from fastapi.responses import HTMLResponse, JSONResponse
     from pipecat.transports.smallwebrtc.request_handler import (
         SmallWebRTCRequest,
         SmallWebRTCRequestHandler,
