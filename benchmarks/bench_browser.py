@@ -115,9 +115,11 @@ QUESTIONS = (
 )
 """Latency questions (cycled); short answers from the tiny family."""
 
-LONG_QUESTION = "Count from one to twenty."
+LONG_QUESTION = "Okay, please count from one to twenty."
 """The barge-in's question: ~8 s of answer on the tiny family ("1, 2, 3, ..., 20.", the same on every stack
-of ``bench_peers.py``), so the interruption always lands on speech. Since issue #25's few-shot prompt and
+of ``bench_peers.py``), so the interruption always lands on speech. The lead-in words are there for
+FastRTC's ``ReplyOnPause``, which drops the speech before its VAD's first 0.6 s chunk that counts as talking
+("Count from one to twenty." reached its Whisper as "from 1 to 20.", answered "1 to 20."). Since issue #25's few-shot prompt and
 sentence limit, "What do you know about the sun?" (used before 2026-12-06) gets a ~1.6 s answer."""
 INTERRUPTION = "Wait, stop. What is two plus two?"
 INTERRUPT_AFTER_MS = (600.0, 700.0, 800.0, 900.0, 1000.0, 1100.0, 1200.0)

@@ -37,9 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+# at module level: FastAPI resolves the routes' (string) annotations in these globals
 import numpy as np
-from fastapi import BackgroundTasks, FastAPI, Request  # module level: FastAPI resolves the routes'
-from fastapi.responses import HTMLResponse, JSONResponse  # (string) annotations in these globals
+from fastapi import BackgroundTasks, FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:

@@ -77,30 +77,33 @@ def test_ratio_is_app_over_peer_and_none_without_samples():
     assert [x["p50"] for x in bp.ratios(rows)] == [0.5, None]
 
 
-def test_peer_cut_is_mapped_to_the_page_clock_and_must_precede_the_silence():
+def test_peer_cut_is_mapped_to_the_page_clock_and_must_come_before_the_silence_is_held():
     offset = 100.0  # monotonic = page_ms / 1000 + 100
     onset, silence = 5000.0, 5900.0
     events = [{"t": 104.0, "kind": "clear_queue"},  # the question's own pause (before the onset)
               {"t": 105.7, "kind": "clear_queue"}, {"t": 106.5, "kind": "clear_queue"}]
     cut = bp.peer_cut(events, offset, onset, silence)
     assert cut["cut_after_onset_ms"] == pytest.approx(700.0)
-    assert cut["cut_kind"] == "clear_queue" and cut["cut_before_silence"]
-    late = bp.peer_cut([{"t": 106.2, "kind": "interruption"}], offset, onset, silence)  # the reply had ended
-    assert late["cut_after_onset_ms"] == pytest.approx(1200.0) and not late["cut_before_silence"]
+    assert cut["cut_kind"] == "clear_queue" and cut["cut_made_silence"]
+    # in a pause of the reply (the silence began 300 ms before the cut): the cut made it last
+    in_pause = bp.peer_cut([{"t": 106.2, "kind": "interruption"}], offset, onset, silence)
+    assert in_pause["cut_after_onset_ms"] == pytest.approx(1200.0) and in_pause["cut_made_silence"]
+    late = bp.peer_cut([{"t": 106.6, "kind": "interruption"}], offset, onset, silence)  # the reply had ended
+    assert late["cut_after_onset_ms"] == pytest.approx(1600.0) and not late["cut_made_silence"]
     assert bp.peer_cut(events[:1], offset, onset, silence) == {"cut_after_onset_ms": None, "cut_kind": None,
-                                                               "cut_before_silence": False}
+                                                               "cut_made_silence": False}
 
 
 def test_barge_ins_count_only_when_audible_and_cut():
     app_ok = {"barge_in_ms": 150.0, "assistant_audible_at_onset": True, "server_flush_after_onset_ms": 700.0,
               "page_mute_after_onset_ms": 60.0, "interruption_answered": True}
     app_self = {**app_ok, "barge_in_ms": 90.0, "server_flush_after_onset_ms": None}
-    peer_ok = {"barge_in_ms": 2600.0, "assistant_audible_at_onset": True, "cut_before_silence": True,
+    peer_ok = {"barge_in_ms": 2600.0, "assistant_audible_at_onset": True, "cut_made_silence": True,
                "cut_after_onset_ms": 2550.0}
     peer_quiet = {**peer_ok, "assistant_audible_at_onset": False}
     assert bp.barge_counts("app-mic", app_ok) and not bp.barge_counts("app-mic", app_self)
     assert bp.barge_counts("fastrtc", peer_ok) and not bp.barge_counts("pipecat", peer_quiet)
-    s = bp.barge_summary("fastrtc", [peer_ok, peer_quiet, {**peer_ok, "cut_before_silence": False}])
+    s = bp.barge_summary("fastrtc", [peer_ok, peer_quiet, {**peer_ok, "cut_made_silence": False}])
     assert s["counted"] == 1 and s["summary_ms"]["p50"] == 2600.0
     assert s["excluded_not_speaking"] == 1 and s["excluded_reply_ended_by_itself"] == 1
     assert s["cut_summary_ms"]["n"] == 1
