@@ -200,7 +200,11 @@ REGISTRY: list[Bench] = [
           brief=rb.brief_generic),
     # Added by other work; each appears once its result file exists.
     plugin("peers", "Peers side by side", "bench_peers.py", "peers",
-           "This app's page beside a FastRTC ReplyOnPause cascade and Pipecat on the same models, one run."),
+           "This app's page beside a FastRTC ReplyOnPause cascade and Pipecat on the same models, one run.",
+           metrics=tuple(f"={row}] {what}" for row in ("[this app's page, mic only", "[this app's page, camera on",
+                                                       "[FastRTC ReplyOnPause cascade",
+                                                       "[Pipecat (SmallWebRTC, Smart Turn v3)")
+                         for what in ("ear-to-ear p50", "barge-in p50")) + ("echo round trip p50",)),
     plugin("answers", "Answers a person can use", "bench_answers.py", "answers",
            "The embedded family's spoken answers to everyday questions, scored."),
     plugin("vision", "What the camera sees", "bench_vision.py", "vision",

@@ -55,14 +55,15 @@ def load_at_start(data: dict[str, Any]) -> str:
 
 
 def picked(data: dict[str, Any], parts: tuple[str, ...], headline: Any) -> list[dict[str, Any]]:
-    """Top-table metrics of one current file: those whose name contains one of ``parts`` (all, up to four,
-    when empty); from ``headline(data)`` when the file has no ``metrics`` list."""
+    """Top-table metrics of one current file: those whose name contains one of ``parts`` (a part starting
+    with ``=`` matches the whole name only; all, up to four, when empty); from ``headline(data)`` when the
+    file has no ``metrics`` list."""
     ms = [m for m in data.get("metrics") or [] if isinstance(m, dict) and "name" in m]
     if not ms and headline is not None:
         ms = headline(data)
     if not parts:
         return ms[:4]
-    return [m for m in ms if any(p in m["name"] for p in parts)]
+    return [m for m in ms if any(m["name"] == p[1:] if p.startswith("=") else p in m["name"] for p in parts)]
 
 
 # --------------------------------------------------------------------------- compact tables (BENCHMARKS.md)
