@@ -153,6 +153,13 @@ REGISTRY: list[Bench] = [
           history=("browser*",), brief=rb.brief_browser,
           gaps=((("Camera on: `browser_camera_bg` (4.1 s p50, 2026-12-02) started on a busy machine (load 1.9 on "
                 "2 cores) and `browser_camera` ran older code; neither is current."), "browser_camera_cost"),)),
+    # Compared to what: right after the page, so the first screen answers it.
+    plugin("peers", "Peers side by side", "bench_peers.py", "peers",
+           "This app's page beside a FastRTC ReplyOnPause cascade and Pipecat on the same models, one run.",
+           metrics=tuple(f"={row}] {what}" for row in ("[this app's page, mic only", "[this app's page, camera on",
+                                                       "[FastRTC ReplyOnPause cascade",
+                                                       "[Pipecat (SmallWebRTC, Smart Turn v3)")
+                         for what in ("ear-to-ear p50", "barge-in p50")) + ("echo round trip p50",)),
     Bench("floor", "Compute floor of a spoken reply",
           "Every model call of a reply's critical path timed alone in one process, and the floors they add up to.",
           ".venv/bin/python benchmarks/bench_floor.py", (Pick("floor", ("design as built", "one Smart Turn")),),
@@ -199,12 +206,6 @@ REGISTRY: list[Bench] = [
           (Pick("fuzz", ("rule violations", "honest answers")),), history=("fuzz_*",),
           brief=rb.brief_generic),
     # Added by other work; each appears once its result file exists.
-    plugin("peers", "Peers side by side", "bench_peers.py", "peers",
-           "This app's page beside a FastRTC ReplyOnPause cascade and Pipecat on the same models, one run.",
-           metrics=tuple(f"={row}] {what}" for row in ("[this app's page, mic only", "[this app's page, camera on",
-                                                       "[FastRTC ReplyOnPause cascade",
-                                                       "[Pipecat (SmallWebRTC, Smart Turn v3)")
-                         for what in ("ear-to-ear p50", "barge-in p50")) + ("echo round trip p50",)),
     plugin("answers", "Answers a person can use", "bench_answers.py", "answers",
            "The embedded family's spoken answers to everyday questions, scored."),
     plugin("vision", "What the camera sees", "bench_vision.py", "vision",

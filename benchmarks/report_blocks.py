@@ -29,14 +29,23 @@ def metric(data: dict[str, Any] | None, part: str) -> dict[str, Any] | None:
     return None
 
 
+def run_block(data: dict[str, Any]) -> dict[str, Any]:
+    """The block that records the run (machine, versions, times): the file itself, or for a file that merges
+    runs under keys (``eval_llm_candidates.py``'s ``quality_run``) the first such block."""
+    if "machine" in data or "started_at" in data:
+        return data
+    return next((v for v in data.values() if isinstance(v, dict) and "machine" in v), data)
+
+
 def when(data: dict[str, Any]) -> str:
     """ISO time the run finished (else was written / started), or ``""``."""
+    data = run_block(data)
     return str(data.get("finished_at") or data.get("written_at") or data.get("started_at") or "")
 
 
 def machine_short(data: dict[str, Any]) -> str:
     """``AMD EPYC, 2 cores`` / ``Intel Xeon, 2 cores`` from the result's ``machine`` block."""
-    m = data.get("machine") or {}
+    m = run_block(data).get("machine") or {}
     cpu = str(m.get("cpu_model") or m.get("cpu") or "?").replace("(R)", "").replace(" Processor", "")
     cores = m.get("cores_usable") or m.get("cores") or m.get("cores_logical")
     return f"{cpu}, {cores} cores" if cores else cpu
@@ -44,13 +53,14 @@ def machine_short(data: dict[str, Any]) -> str:
 
 def commit_short(data: dict[str, Any]) -> str:
     """Seven hex digits of the recorded commit, ``+`` when the tree had uncommitted changes."""
+    data = run_block(data)
     v = data.get("versions") or {}
     c = v.get("git_commit") or (data.get("machine") or {}).get("git_commit")
     return f"`{str(c)[:7]}`" + ("+" if v.get("git_dirty") else "") if c else "?"
 
 
 def load_at_start(data: dict[str, Any]) -> str:
-    la = (data.get("machine") or {}).get("loadavg_1_5_15_at_start")
+    la = (run_block(data).get("machine") or {}).get("loadavg_1_5_15_at_start")
     return f"load {la[0]} at start" if la else "load not recorded"
 
 
