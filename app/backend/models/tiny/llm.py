@@ -42,6 +42,7 @@ from app.backend.models.tiny.cache import (
     ensure_generated,
 )
 from app.backend.models.tiny.runtime import CORES, DEFAULT_THREADS, Priority
+from app.backend.models.tiny.scene_answers import camera_reply
 from app.backend.pipeline.stages import (
     ContextLengthExceeded,
     GeneratedReply,
@@ -399,7 +400,8 @@ class GemmaLlm:
             The reply (<= ``max_sentences`` sentences, one line; ``""`` when both user text and
             seen text are blank; :func:`~app.backend.models.tiny.tools.direct_reply`, without the
             LM, for a harmful request or a spelling question; :func:`~app.backend.models.tiny.tools.recall` for
-            "what is my name?") and its ``finish_reason``.
+            "what is my name?"; :func:`~app.backend.models.tiny.scene_answers.camera_reply` for a camera
+            question the scene description answers) and its ``finish_reason``.
 
         Raises:
             ValueError: invalid sampling parameters.
@@ -410,7 +412,8 @@ class GemmaLlm:
             raise ValueError(f"invalid sampling parameters: {params}")
         if not prompt.user_text.strip() and not _seen_lines(prompt.seen_text):
             return GeneratedReply("")
-        direct = tools.direct_reply(prompt.user_text) or tools.recall(prompt.user_text, prompt.history)
+        direct = (tools.direct_reply(prompt.user_text) or tools.recall(prompt.user_text, prompt.history)
+                  or camera_reply(prompt.user_text, prompt.seen_text))
         if direct is not None:
             if on_text is not None:
                 on_text(direct)

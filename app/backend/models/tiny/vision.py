@@ -192,6 +192,13 @@ def _has_letters(line: str) -> bool:
     return sum(ch.isalpha() for ch in line) >= MIN_TEXT_LETTERS
 
 
+def _is_writing(line: str) -> bool:
+    """Whether an OCR line is writing whose box no shape is read from: two or more letters or digits.
+    A lone glyph is not: RapidOCR reads solid shapes as symbols ("★", "■", "▼", "O" for a circle;
+    dev split of ``benchmarks/answers_items.py``), and skipping their boxes lost the shapes."""
+    return sum(ch.isalnum() for ch in line) >= 2
+
+
 class SceneDescriber:
     """Frame -> one short description (:class:`Scene`, :meth:`describe`).
 
@@ -230,7 +237,8 @@ class SceneDescriber:
         if self.ocr is not None:
             for text, _score, box in self.ocr.read_boxes(rgb):
                 x0, y0, x1, y1 = (round(v * scale) for v in box)
-                exclude.append((x0, y0, x1 - x0, y1 - y0))
+                if _is_writing(text):
+                    exclude.append((x0, y0, x1 - x0, y1 - y0))
                 if _has_letters(text):
                     out.text.append(text)
         labels = colour_labels(small)
