@@ -28,7 +28,14 @@ import time
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+)
 
 AUDIO_OUTPUT_FORMATS: dict[str, str] = {
     "wav": "wav",
@@ -96,16 +103,16 @@ class ChatCompletionRequest(_Open):
     stream_options: StreamOptions | None = None
     temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
     top_p: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
-    top_k: int | None = Field(default=None, ge=-1)
+    top_k: StrictInt | None = Field(default=None, ge=-1)  # (JSON integers only: true or "5" is a 400)
     repetition_penalty: float | None = Field(default=None, gt=0, allow_inf_nan=False)  # (JSON NaN / Infinity: 400)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    seed: int | None = None
-    n: int | None = 1
+    max_tokens: StrictInt | None = Field(default=None, ge=1)
+    max_completion_tokens: StrictInt | None = Field(default=None, ge=1)
+    seed: StrictInt | None = None
+    n: StrictInt | None = 1
     tools: list[Any] | None = None
     tool_choice: Any = None
     logprobs: StrictBool | None = None
-    top_logprobs: int | None = None
+    top_logprobs: StrictInt | None = None
     sampling_params_list: list[dict[str, Any] | None] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     omni_layout: Literal["openai", "vllm_omni"] = "openai"

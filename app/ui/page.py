@@ -126,12 +126,12 @@ UNIT_PREVIEW = """
     <figure id="omni-unit-stack-fig" hidden><img id="omni-unit-stack" data-testid="unit-stack"
       alt="Stacked frames the model was given"><figcaption data-i18n="unit_stack">Stacked frames</figcaption></figure>
   </div>
-  <p class="omni-unit-read"><span data-i18n="unit_read">Text it read:</span>
+  <p class="omni-unit-read"><span data-i18n="unit_read">Description:</span>
     <span id="omni-unit-text" data-testid="unit-text">–</span></p>
 </div>
 """
 """The unit preview: the base frame and stacked composite of the last unit
-(``GET /webrtc/unit/{id}/{i}.jpg``) and the camera text the model read; refreshed by ``page.js``."""
+(``GET /webrtc/unit/{id}/{i}.jpg``) and the description of the frame the model was given; refreshed by ``page.js``."""
 
 DEVICES = """
 <div class="omni-devices" data-testid="devices">

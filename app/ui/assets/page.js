@@ -67,7 +67,7 @@
       key_wrong: "The access key was not accepted. Check it and press Start again.",
       failed: "Could not connect to the server. Press Start to try again.",
       unit_title: "What the model was given this unit", unit_base: "Base frame", unit_stack: "Stacked frames",
-      unit_read: "Text it read:",
+      unit_read: "Description:",
     },
     zh: {
       start: "开始", stop: "停止", connecting: "正在连接…", retry: "重试", camera: "摄像头",
@@ -93,7 +93,7 @@
       key: "此服务器需要访问密钥。请在下方输入后按“开始”。",
       key_wrong: "访问密钥未被接受。请检查后再按“开始”。",
       failed: "无法连接到服务器。请按“开始”重试。",
-      unit_title: "本单元交给模型的画面", unit_base: "基础帧", unit_stack: "叠加帧", unit_read: "模型读到的文字：",
+      unit_title: "本单元交给模型的画面", unit_base: "基础帧", unit_stack: "叠加帧", unit_read: "画面描述：",
     },
   };
   const langs = (navigator.languages && navigator.languages.length ? navigator.languages : [navigator.language || "en"]);
