@@ -153,6 +153,7 @@ def run_chat_cli(args: argparse.Namespace) -> int:
     ``--prompts``, ``--video``, ``--modalities``, ``--model``, ``--host/--port``) go through
     :mod:`app.client.chat_multi` (server only)."""
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     if _uses_guide_client(args):
         for name in ("audio", "image", "video"):
             value = getattr(args, name, None)
