@@ -81,7 +81,8 @@ async def run_chat(
         StageError: a stage failed.
     """
     t0 = time.perf_counter()
-    heard = [await pipeline.transcribe(ctx, a) for a in inp.audios]
+    last_user = next((t.text for t in reversed(inp.history) if t.role == "user"), "")  # (the ASR's context)
+    heard = [await pipeline.transcribe(ctx, a, last_user) for a in inp.audios]
     seen = list(dict.fromkeys(t for t in [await pipeline.read_image(ctx, img) for img in inp.images] if t))
     user_text = " ".join(p.strip() for p in [*inp.texts, *heard] if p and p.strip())
     if not user_text and not seen:

@@ -190,11 +190,11 @@ def probe_pipeline(pipeline: Any) -> None:
     transcribe, generate, speak = pipeline.transcribe, pipeline._generate, pipeline.speak
 
     @functools.wraps(transcribe)
-    async def _transcribe(ctx: Any, audio: Any) -> Any:
+    async def _transcribe(ctx: Any, audio: Any, context: str = "") -> Any:
         tr, rid = _sink(ctx.request_id)
         if tr is not None:
             tr.mark("asr_start", request=rid, audio_ms=round(len(audio) / 16.0, 1))
-        out = await transcribe(ctx, audio)
+        out = await transcribe(ctx, audio, context)
         if tr is not None:
             tr.mark("asr_done", request=rid)
         return out

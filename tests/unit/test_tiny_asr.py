@@ -98,3 +98,19 @@ def test_a_suspect_short_decode_is_redone_on_the_30_s_path(whisper, clips, monke
     with monkeypatch.context() as m:
         m.setattr(asr_mod, "max_decode_tokens", lambda duration_s: 5)  # every short decode hits the limit
         assert whisper.transcribe(clips[0]) == expected
+
+
+@pytest.mark.slow
+def test_a_short_follow_up_is_heard_in_the_light_of_the_previous_turn(whisper, speech_dir):
+    """"What about China?" (espeak-ng, 150 wpm, ~1.2 s) after "What is the capital of Japan?"; without
+    that context Whisper base heard "What about Chilis?" (dev split of benchmarks/answers_items.py)."""
+    x, _ = sf.read(str(espeak_wav("What about China?", speech_dir / "follow-china.wav", rate_wpm=150)),
+                   dtype="float32")
+    assert x.size < asr_mod.CONTEXT_MAX_S * INPUT_SAMPLE_RATE_HZ
+    assert "china" in whisper.transcribe(x, "What is the capital of Japan?").lower()
+
+
+@pytest.mark.slow
+def test_a_longer_utterance_ignores_the_context(whisper, clips):
+    long = next(c for c in clips if c.size >= asr_mod.CONTEXT_MAX_S * INPUT_SAMPLE_RATE_HZ)
+    assert whisper.transcribe(long, "Bananas are yellow. Bananas are yellow.") == whisper.transcribe(long)

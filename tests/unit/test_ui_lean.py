@@ -136,7 +136,7 @@ def test_trace_marks_events_and_the_first_sample_leaving_the_track():
 
 def test_pipeline_probe_marks_the_utterance_asr_by_request_and_the_reply_by_response():
     class Stages:  # the three calls the probe wraps, as the pipeline makes them
-        async def transcribe(self, ctx, audio):
+        async def transcribe(self, ctx, audio, context=""):
             return "hello"
 
         async def _generate(self, ctx, prompt, params, on_text):

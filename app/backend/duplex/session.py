@@ -134,7 +134,7 @@ class DuplexSession:
         self._work: set[asyncio.Task[Any]] = set()
         self._clock = UnitClock(self.unit_ms)
         self._probe = SessionProbe(deps.metrics, self.unit_ms, route=lambda: self.route)
-        self._transcripts = TranscriptCache(session_id, deps.pipeline, self._spawn)
+        self._transcripts = TranscriptCache(session_id, deps.pipeline, self._spawn, context=self._last_user_text)
         # echo gate (turn_policy.echo_gate): sees what is released (_emit), zeroes echo-only VAD windows
         self._echo = EchoGate() if getattr(self._tcfg, "echo_gate", False) else None
         self._turns = TurnTracker(deps.new_detector(wrap_vad=self._echo.wrap if self._echo else None),
@@ -159,6 +159,13 @@ class DuplexSession:
                                   ledger=self._ledger, history=self._history, emit=self._emit,
                                   epoch=lambda: self.epoch, settings=lambda: self.settings,
                                   unit=lambda: self._clock.unit_index)
+
+    def _last_user_text(self) -> str:
+        """The conversation's previous user turn (the ASR's context for a short follow-up); ``""`` for
+        words that began over a reply (a reaction to it, "yeah" or "wait", not a follow-up)."""
+        if self._turns.began_over_reply:
+            return ""
+        return next((t.text for t in reversed(self._history.turns()) if t.role == "user"), "")
 
     @property
     def epoch(self) -> int:

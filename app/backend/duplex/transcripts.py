@@ -30,13 +30,17 @@ class TranscriptCache:
         session_id: for request ids.
         pipeline: the shared pipeline (``Pipeline.transcribe``).
         spawn: runs a coroutine as the session's background work.
+        context: the conversation's previous user turn, read at each call and given to the
+            Thinker with the audio (``Pipeline.transcribe``'s ``context``); None: none.
     """
 
     def __init__(self, session_id: str, pipeline: Pipeline,
-                 spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]]) -> None:
+                 spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]],
+                 context: Callable[[], str] | None = None) -> None:
         self._id = session_id
         self._pipeline = pipeline
         self._spawn = spawn
+        self._context = context
         self._tasks: OrderedDict[bytes, asyncio.Task[str]] = OrderedDict()
         self._n = 0
 
@@ -46,15 +50,18 @@ class TranscriptCache:
         Raises:
             StageError, RequestCancelled: the Thinker failed or the session closed.
         """
-        key = hashlib.blake2b(np.ascontiguousarray(audio, np.float32).tobytes(), digest_size=16).digest()
+        context = self._context() if self._context is not None else ""
+        h = hashlib.blake2b(np.ascontiguousarray(audio, np.float32).tobytes(), digest_size=16)
+        h.update(context.encode("utf-8", "surrogatepass"))
+        key = h.digest()
         task = self._tasks.get(key)
         if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
             self._n += 1
-            task = self._spawn(self._run(audio, f"{self._id}:asr{self._n}"))
+            task = self._spawn(self._run(audio, context, f"{self._id}:asr{self._n}"))
             self._tasks[key] = task
             while len(self._tasks) > KEEP:
                 self._tasks.popitem(last=False)
         return await asyncio.shield(task)
 
-    async def _run(self, audio: np.ndarray, request_id: str) -> str:
-        return (await self._pipeline.transcribe(RequestContext(request_id), audio)).strip()
+    async def _run(self, audio: np.ndarray, context: str, request_id: str) -> str:
+        return (await self._pipeline.transcribe(RequestContext(request_id), audio, context)).strip()

@@ -120,11 +120,13 @@ class Thinker(ABC):
     """Stage 0: multimodal understanding -> reply text."""
 
     @abstractmethod
-    def transcribe(self, audio: np.ndarray) -> str:
+    def transcribe(self, audio: np.ndarray, context: str = "") -> str:
         """Speech to text.
 
         Args:
             audio: float32 mono at ``INPUT_SAMPLE_RATE_HZ`` (16 kHz), shape ``(n,)``, in [-1, 1].
+            context: the conversation's previous user turn (``""``: none); a model may read it
+                to hear a short follow-up ("And Italy?") in its light, or ignore it.
 
         Returns:
             The transcript, stripped; ``""`` for silence.

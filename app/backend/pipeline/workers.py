@@ -383,7 +383,8 @@ class Pipeline:
         kind, arg = payload
         th = self.family.thinker
         if kind == "transcribe":
-            return th.transcribe(arg)
+            audio, context = arg
+            return th.transcribe(audio, context)
         if kind == "read_image":
             return th.read_image(arg)
         prompt, params, on_text = arg
@@ -400,11 +401,12 @@ class Pipeline:
         return stream.push(tokens, final)
 
     # -- Thinker ----------------------------------------------------------------------
-    async def transcribe(self, ctx: RequestContext, audio: np.ndarray) -> str:
-        """ASR of float32 16 kHz mono ``audio``; ``""`` for empty input."""
+    async def transcribe(self, ctx: RequestContext, audio: np.ndarray, context: str = "") -> str:
+        """ASR of float32 16 kHz mono ``audio``; ``""`` for empty input; ``context``: the previous user
+        turn (:meth:`~app.backend.pipeline.stages.Thinker.transcribe`)."""
         if audio.size == 0:
             return ""
-        return await self.thinker.submit(ctx, ("transcribe", audio))
+        return await self.thinker.submit(ctx, ("transcribe", (audio, context)))
 
     async def read_image(self, ctx: RequestContext, image: np.ndarray) -> str:
         """What the Thinker sees in uint8 RGB ``image`` (h, w, 3): :meth:`~app.backend.pipeline.stages.Thinker.read_image`."""

@@ -101,9 +101,10 @@ class TinyThinker(Thinker):
         """Seconds each stage took to load (``llm``, ``asr``, ``voice``, ``ocr``, ``vad``, ``classifier``,
         ``total``); filled by :func:`load_tiny_family`."""
 
-    def transcribe(self, audio: np.ndarray) -> str:
-        """Speech to text: float32 mono 16 kHz ``(n,)`` -> transcript (``""`` if silent)."""
-        return self.asr.transcribe(audio)
+    def transcribe(self, audio: np.ndarray, context: str = "") -> str:
+        """Speech to text: float32 mono 16 kHz ``(n,)`` -> transcript (``""`` if silent); ``context``:
+        the previous user turn (:meth:`WhisperAsr.transcribe`)."""
+        return self.asr.transcribe(audio, context)
 
     def read_image(self, image: np.ndarray) -> str:
         """One-line description of a uint8 RGB ``(h, w, 3)`` image (:meth:`SceneDescriber.describe`:
