@@ -378,11 +378,14 @@ def headline_metrics(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def merge(paths: list[Path], out: str) -> Path:
     """Rows of several result files (e.g. two trees measured at once into two files) into ``results/<out>.json``,
-    in the order given, with :func:`headline_metrics`; the first file's header is kept."""
+    in the order given, with :func:`headline_metrics`; the header (machine, versions, command) is the last
+    file's (its last row is the current figure), the start time the first's."""
     results = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
-    merged = results[0]
+    merged = results[-1]
     merged["rows"] = [row for r in results for row in r.get("rows", [])]
-    merged["command"] = merged.get("command", "") + " (rows merged: " + ", ".join(p.name for p in paths) + ")"
+    merged["command"] = (merged.get("command", "").split(" (rows merged: ")[0] + " (rows merged: "
+                         + ", ".join(p.name for p in paths) + ")")
+    merged["started_at"] = min(r.get("started_at") or "9" for r in results)
     merged["finished_at"] = max(r.get("finished_at", "") for r in results)
     merged["metrics"] = headline_metrics(merged)
     return C.write_result(out, C.round_floats(merged))
