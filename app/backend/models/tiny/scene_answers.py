@@ -25,14 +25,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from app.backend.models.tiny.shapes import PALETTE, SHAPES
+from app.backend.models.tiny.vision import NUMBER_WORDS, PLURALS
 
-_NUMBER_WORDS: Final[tuple[str, ...]] = (
-    "no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-)
-"""Count words of the description (:data:`app.backend.models.tiny.vision._NUMBERS`), index = value."""
-
-_PLURAL: Final[dict[str, str]] = {s: s + "s" for s in SHAPES}
-_SINGULAR: Final[dict[str, str]] = {**{p: s for s, p in _PLURAL.items()}, **{s: s for s in SHAPES}}
+_SINGULAR: Final[dict[str, str]] = {**{p: s for s, p in PLURALS.items()}, **{s: s for s in SHAPES}}
 _COLOUR_RE: Final[str] = "|".join(PALETTE)
 _SHAPE_RE: Final[str] = "|".join(sorted(_SINGULAR, key=len, reverse=True))
 
@@ -94,7 +89,7 @@ def _count(word: str) -> int:
     w = word.lower()
     if w == "a":
         return 1
-    return int(w) if w.isdigit() else _NUMBER_WORDS.index(w)
+    return int(w) if w.isdigit() else NUMBER_WORDS.index(w)
 
 
 def parse_scene(sentence: str) -> SeenScene:
@@ -111,7 +106,7 @@ def parse_scene(sentence: str) -> SeenScene:
 
 
 def _number(n: int) -> str:
-    return _NUMBER_WORDS[n] if n < len(_NUMBER_WORDS) else str(n)
+    return NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else str(n)
 
 
 def _shape_word(word: str | None) -> str | None:
@@ -152,8 +147,8 @@ def camera_reply(question: str, seen: Sequence[str]) -> str | None:
         if shape is not None:
             n = sum(c for _, s, c in scene.groups if s == shape)
             if n == 0:
-                return f"I don't see any {_PLURAL[shape]}."
-            return f"I see {_number(n)} {shape if n == 1 else _PLURAL[shape]}."
+                return f"I don't see any {PLURALS[shape]}."
+            return f"I see {_number(n)} {shape if n == 1 else PLURALS[shape]}."
     if m := _ASK_COLOUR.search(q):
         thing = m["thing"].lower()
         if thing == "background" and scene.background is not None:
@@ -164,7 +159,7 @@ def camera_reply(question: str, seen: Sequence[str]) -> str | None:
             if len(colours) == 1:
                 return f"The {shape} is {colours[0]}."
             if colours:
-                return f"There are {_join(colours)} {_PLURAL[shape]}."
+                return f"There are {_join(colours)} {PLURALS[shape]}."
             return f"I don't see a {shape}."
     if _ASK_WORDS.search(q):
         return f"It says {scene.text}." if scene.text else "I can't see any writing."
@@ -175,7 +170,7 @@ def camera_reply(question: str, seen: Sequence[str]) -> str | None:
         if not found:
             return f"No, I don't see a {shape}."
         total = sum(found.values())
-        what = _join([f"{_number(n)} {c} {shape if n == 1 else _PLURAL[shape]}" for c, n in found.items()])
+        what = _join([f"{_number(n)} {c} {shape if n == 1 else PLURALS[shape]}" for c, n in found.items()])
         return f"Yes, there {'is' if total == 1 else 'are'} {what}."
     if _ASK_SEEN.search(q):
         return f"I see {line}."

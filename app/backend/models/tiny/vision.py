@@ -74,12 +74,15 @@ PLAIN_SHARE: Final[float] = 0.97
 MIN_TEXT_LETTERS: Final[int] = 2
 """Text lines with fewer letters than this are not reported (overlay digits, stray marks)."""
 
-_NUMBERS: Final[tuple[str, ...]] = (
+NUMBER_WORDS: Final[tuple[str, ...]] = (
     "no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
 )
-_PLURALS: Final[dict[str, str]] = {"circle": "circles", "oval": "ovals", "square": "squares",
-                                   "rectangle": "rectangles", "triangle": "triangles", "star": "stars",
-                                   "line": "lines", "pentagon": "pentagons", "hexagon": "hexagons"}
+"""Count words of the description, index = value (read back by :mod:`.scene_answers`)."""
+
+PLURALS: Final[dict[str, str]] = {"circle": "circles", "oval": "ovals", "square": "squares",
+                                  "rectangle": "rectangles", "triangle": "triangles", "star": "stars",
+                                  "line": "lines", "pentagon": "pentagons", "hexagon": "hexagons"}
+"""Plural of each shape name of :data:`~app.backend.models.tiny.shapes.SHAPES`."""
 
 
 @dataclass
@@ -160,10 +163,10 @@ def _objects_phrase(objects: list[Shape]) -> str:
         else:
             places = {_place(m.x, m.y) for m in members}
             where = f" {places.pop()}" if len(places) == 1 else ""
-            phrases.append(f"{_NUMBERS[n] if n < len(_NUMBERS) else n} {colour} {_PLURALS[shape]}{where}")
+            phrases.append(f"{NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else n} {colour} {PLURALS[shape]}{where}")
     rest = sum(len(m) for _, m in ordered[MAX_GROUPS:])
     if rest:
-        phrases.append(f"{_NUMBERS[rest] if rest < len(_NUMBERS) else rest} other shapes")
+        phrases.append(f"{NUMBER_WORDS[rest] if rest < len(NUMBER_WORDS) else rest} other shapes")
     return _join(phrases) if phrases else ""
 
 
