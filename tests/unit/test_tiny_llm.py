@@ -149,3 +149,13 @@ def test_a_spelling_question_gets_every_letter_without_the_lm(llm: GemmaLlm) -> 
     # (with the note "[Spelling: E-N-C-Y-C-L-O-P-E-D-I-A]" Gemma 270M wrote E-N-C-Y-L-O-P-E-D-I-A)
     reply = llm.generate_reply(ThinkerPrompt("", user_text="How do you spell encyclopedia?"), SamplingParams())
     assert reply.text == "Encyclopedia is spelled E, N, C, Y, C, L, O, P, E, D, I, A."
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_reply_that_only_repeats_the_user_is_written_again(llm: GemmaLlm, streamed: bool) -> None:
+    # Gemma 270M base continues this line with the same words (bench_answers, test split).
+    p = ThinkerPrompt(instructions="", user_text="Thank you for your help.")
+    seen: list[str] = []
+    reply = llm.generate_reply(p, SamplingParams(), on_text=(lambda raw: seen.append(raw) or True) if streamed else None)
+    assert reply.text and not reply.text.lower().startswith("thank you for your help")
+    assert not any(raw.strip().lower().startswith("thank") for raw in seen)

@@ -28,6 +28,7 @@ first :data:`DEFAULT_MAX_SENTENCES` sentences. Measured on 2 cores: ~70 tokens/s
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -41,6 +42,7 @@ from app.backend.models.tiny.cache import (
     cache_dir,
     ensure_generated,
 )
+from app.backend.models.tiny.echo_guard import Echo, judge
 from app.backend.models.tiny.runtime import CORES, DEFAULT_THREADS, Priority
 from app.backend.models.tiny.scene_answers import camera_reply
 from app.backend.pipeline.stages import (
@@ -51,6 +53,8 @@ from app.backend.pipeline.stages import (
     Turn,
 )
 from app.backend.turns.text_cues import DANGLING_WORDS
+
+log = logging.getLogger(__name__)
 
 CACHE_SUBDIR: Final[str] = "gemma3-270m"
 """Sub-folder of the cache root holding the assembled GGUF."""
@@ -401,7 +405,9 @@ class GemmaLlm:
             seen text are blank; :func:`~app.backend.models.tiny.tools.direct_reply`, without the
             LM, for a harmful request or a spelling question; :func:`~app.backend.models.tiny.tools.recall` for
             "what is my name?"; :func:`~app.backend.models.tiny.scene_answers.camera_reply` for a camera
-            question the scene description answers) and its ``finish_reason``.
+            question the scene description answers) and its ``finish_reason``. A reply whose first
+            sentence only repeats the user's words is written once more with its first token banned
+            (:mod:`~app.backend.models.tiny.echo_guard`); ``on_text`` never sees the echo.
 
         Raises:
             ValueError: invalid sampling parameters.
@@ -428,24 +434,52 @@ class GemmaLlm:
             kwargs = {"max_tokens": params.max_tokens, "temperature": params.temperature, "top_p": params.top_p,
                       "top_k": max(0, params.top_k), "min_p": 0.0, "repeat_penalty": params.repetition_penalty,
                       "seed": params.seed, "stop": list(STOP)}
-            raw, hit_max_tokens = "", False
-            # Streamed in any case, so the cores are held one token at a time (CORES): a waiting
-            # end-of-turn score or Code2Wav chunk goes between two tokens, not after the reply.
-            pieces = self._llm.create_completion(text, stream=True, **kwargs)
-            try:
-                while True:
-                    with CORES.hold(Priority.WORK):  # the first piece also evaluates the prompt
-                        piece = next(pieces, None)
-                    if piece is None:
-                        break
-                    choice = piece["choices"][0]
-                    raw += choice["text"]
-                    hit_max_tokens = choice.get("finish_reason") == "length"
-                    if on_text is not None and (not on_text(raw) or self._past_what_is_kept(raw)):
-                        break
-            finally:
-                pieces.close()  # (a generator left early must still release the context)
+            raw, hit_max_tokens, echoed = self._write(text, kwargs, on_text, prompt.user_text)
+            if echoed:
+                # The reply only repeated the user's words (held back, nothing was passed on):
+                # write it again with its first word's first token banned, with and without the
+                # leading space (" It" and "It" are two tokens), see echo_guard.
+                banned = {ids[0] for t in (" " + raw.lstrip(), raw.lstrip())
+                          if (ids := self._llm.tokenize(t.encode("utf-8"), add_bos=False))}
+                log.info("reply %r echoed the user's turn; writing it again without tokens %s", raw, banned)
+                kwargs["logit_bias"] = dict.fromkeys(banned, float("-inf"))
+                raw, hit_max_tokens, _ = self._write(text, kwargs, on_text, "")
         return finish_reply(raw, hit_max_tokens, self.max_sentences)
+
+    def _write(self, text: str, kwargs: dict[str, Any], on_text: Callable[[str], bool] | None,
+               user_text: str) -> tuple[str, bool, bool]:
+        """Stream one completion of ``text``; returns its raw text, whether ``max_tokens`` cut it, and
+        whether it was an echo of ``user_text`` (:mod:`~app.backend.models.tiny.echo_guard`; ``""``
+        skips the check). ``on_text`` sees nothing while the text may still be an echo."""
+        raw, hit_max_tokens, verdict = "", False, Echo.PENDING if user_text.strip() else Echo.CLEAR
+        # Streamed in any case, so the cores are held one token at a time (CORES): a waiting
+        # end-of-turn score or Code2Wav chunk goes between two tokens, not after the reply.
+        pieces = self._llm.create_completion(text, stream=True, **kwargs)
+        try:
+            while True:
+                with CORES.hold(Priority.WORK):  # the first piece also evaluates the prompt
+                    piece = next(pieces, None)
+                if piece is None:
+                    break
+                choice = piece["choices"][0]
+                raw += choice["text"]
+                hit_max_tokens = choice.get("finish_reason") == "length"
+                if verdict is Echo.PENDING:
+                    verdict = judge(raw, user_text)
+                    if verdict is Echo.ECHO:
+                        return raw, hit_max_tokens, True
+                    if verdict is Echo.PENDING:
+                        continue
+                if on_text is not None and (not on_text(raw) or self._past_what_is_kept(raw)):
+                    break
+        finally:
+            pieces.close()  # (a generator left early must still release the context)
+        if verdict is Echo.PENDING:
+            if judge(raw, user_text, done=True) is Echo.ECHO:
+                return raw, hit_max_tokens, True
+            if on_text is not None:
+                on_text(raw)
+        return raw, hit_max_tokens, False
 
     def _past_what_is_kept(self, raw: str) -> bool:
         """Whether ``raw`` already runs past what :func:`shorten_reply` keeps: its first line is
