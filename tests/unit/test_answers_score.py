@@ -280,3 +280,13 @@ def test_item_is_frozen(items):
     with pytest.raises(AttributeError):
         it.split = "dev"  # type: ignore[misc]
     assert replace(it, split="dev").split == "dev"
+
+
+def test_no_item_is_a_worked_example_of_the_tiny_thinkers_prompt():
+    # A question shown with its answer in the few-shot prompt would be scored as the model's knowledge.
+    from app.backend.models.tiny.llm import FEW_SHOT
+    from app.backend.pipeline.stages import Turn
+
+    shown = {S.normalise(t.text) for t in FEW_SHOT if isinstance(t, Turn) and t.role == "user"}
+    asked = {S.normalise(turn): it.id for it in A.build_items(0) for turn in it.turns}
+    assert shown and not {q: asked[q] for q in shown if q in asked}

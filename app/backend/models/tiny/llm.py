@@ -118,21 +118,21 @@ PREAMBLE: Final[str] = (
 FEW_SHOT: Final[tuple[Turn | str, ...]] = (
     Turn("user", "Hello! Who are you?"),
     Turn("assistant", f"Hi, I am {ASSISTANT_NAME}, a small voice assistant."),
-    Turn("user", "What is the capital of Italy?"),
-    Turn("assistant", "The capital of Italy is Rome."),
-    Turn("user", "What is the capital of Japan?"),
-    Turn("assistant", "The capital of Japan is Tokyo."),
-    Turn("user", "How many legs does a spider have?"),
-    Turn("assistant", "A spider has eight legs."),
+    Turn("user", "What is the capital of Kenya?"),
+    Turn("assistant", "The capital of Kenya is Nairobi."),
+    Turn("user", "What is the capital of Peru?"),
+    Turn("assistant", "The capital of Peru is Lima."),
+    Turn("user", "How many legs does a horse have?"),
+    Turn("assistant", "A horse has four legs."),
     "[Calculator: 6 times 7 is 42]",
     Turn("user", "What is six times seven?"),
     Turn("assistant", "6 times 7 is 42."),
-    Turn("user", "Is ice cold?"),
-    Turn("assistant", "Yes, ice is cold."),
+    Turn("user", "Is a lemon sour?"),
+    Turn("assistant", "Yes, a lemon is sour."),
     Turn("user", "Can a dog fly?"),
     Turn("assistant", "No, a dog cannot fly."),
-    Turn("user", "Answer in one word: what colour is grass?"),
-    Turn("assistant", "Green."),
+    Turn("user", "Answer in one word: what is the opposite of up?"),
+    Turn("assistant", "Down."),
     "[Spelling: D-O-G]",
     Turn("user", "How do you spell dog?"),
     Turn("assistant", "Dog is spelled D, O, G."),
@@ -147,7 +147,10 @@ FEW_SHOT: Final[tuple[Turn | str, ...]] = (
 """Fixed examples; a bare string is a camera line (``seen_text``) unless it is already a bracketed
 tool note (:mod:`~app.backend.models.tiny.tools`). One example per kind of turn the family handles:
 a fact, a count, a sum with its calculator note, yes and no, an answer-length instruction, a
-spelling note, small talk, the camera. No declined request: a harmful one never reaches the LM
+spelling note, small talk, the camera. None of them is a question of the answer benchmark
+(``benchmarks/answers_items.py``, either split; ``tests/unit/test_tiny_llm.py`` checks it): until
+2026-12-07 four test items were examples here word for word (Italy's capital, a spider's legs, "Is
+ice cold?", grass in one word), so the model was shown their answers. No declined request: a harmful one never reaches the LM
 (:func:`~app.backend.models.tiny.tools.direct_reply`), and with one shown, Gemma 270M declined small
 talk too ("Tell me a joke" -> "I am sorry, I can't help with that.": 5 of 12 dev small-talk items,
 ``benchmarks/eval_llm_candidates.py``)."""
