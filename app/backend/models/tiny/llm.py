@@ -148,10 +148,10 @@ FEW_SHOT: Final[tuple[Turn | str, ...]] = (
 tool note (:mod:`~app.backend.models.tiny.tools`). One example per kind of turn the family handles:
 a fact, a count, a sum with its calculator note, yes and no, an answer-length instruction, a
 spelling note, small talk, the camera. None of them is a question of the answer benchmark
-(``benchmarks/answers_items.py``, either split; ``tests/unit/test_tiny_llm.py`` checks it): until
-2026-12-07 four test items were examples here word for word (Italy's capital, a spider's legs, "Is
-ice cold?", grass in one word), so the model was shown their answers. No declined request: a harmful one never reaches the LM
-(:func:`~app.backend.models.tiny.tools.direct_reply`), and with one shown, Gemma 270M declined small
+(``benchmarks/answers_items.py``, either split; ``tests/unit/test_answers_score.py`` checks it):
+until 2026-12-07 four test items were examples here word for word (Italy's capital, a spider's legs,
+"Is ice cold?", grass in one word), so the model was shown their answers. No declined request: a
+harmful one never reaches the LM (:func:`~app.backend.models.tiny.tools.direct_reply`), and with one shown, Gemma 270M declined small
 talk too ("Tell me a joke" -> "I am sorry, I can't help with that.": 5 of 12 dev small-talk items,
 ``benchmarks/eval_llm_candidates.py``)."""
 
