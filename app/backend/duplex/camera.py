@@ -3,11 +3,15 @@ last saw in a frame (a one-line description for ``tiny``: colours, shapes, writt
 clock), refreshed in the background.
 
 How fresh: reads are bounded to one in flight per session. While the user is silent the newest
-frame is read at most every :data:`READ_REFRESH_S`; from each speech onset for
-:data:`EAGER_READ_S`, every newly arrived frame is read as soon as the read before it is done, so
-a question asked while showing something new is answered from a frame at most one frame interval
-plus two reads old (the one in flight, then the newest frame's) when the turn ends. The reply takes
-whatever was read by then: it never waits for a read."""
+frame is read at most every :data:`READ_REFRESH_S`; from each speech onset until the turn ends
+(:meth:`Camera.turn_ended`, at most :data:`EAGER_READ_S`), the newest frame is read as soon as the
+read before it is done and :data:`EAGER_READ_INTERVAL_S` has passed since it began, so a question
+asked while showing something new is answered from a frame at most that interval plus two reads
+old (the one in flight, then the newest frame's) when the turn ends. The reply takes whatever was
+read by then: it never waits for a read. Once the turn has ended the reads slow down again: the
+reply has taken what was seen, and a read during it would only compete with the Talker (a listening
+camera call cost 0.38 server cores against 0.11 mic only while the eager reads ran on after the
+reply, ``results/browser_camera_cost.json`` of 2026-12-06)."""
 
 from __future__ import annotations
 
@@ -31,7 +35,13 @@ READ_REFRESH_S = 5.0
 
 EAGER_READ_S = 15.0
 """After a speech onset, read each new frame as soon as the previous read is done, for this long,
-seconds (a spoken question is shorter)."""
+seconds (a spoken question is shorter); the turn's end stops them sooner (:meth:`Camera.turn_ended`)."""
+
+EAGER_READ_INTERVAL_S = 0.9
+"""While eager, a read begins at most this often, seconds: a little under one a unit (``UNIT_MS``),
+so frames sent one a unit are each read, but not the page's two a unit (``assets/page.js``
+``camFps``): a read with OCR takes 339 ms p50 on this machine (``results/vision.json``), and reading
+every frame kept a core busy for most of each question."""
 
 
 @dataclass
@@ -92,19 +102,25 @@ class Camera:
 
     def maybe_read(self, *, force: bool) -> None:
         """Read the newest frame, if not read yet, in the background (one read in flight): at most
-        every :data:`READ_REFRESH_S`; as soon as it comes within :data:`EAGER_READ_S` of a ``force``
-        (a speech onset); at once when ``force``."""
+        every :data:`READ_REFRESH_S`; every :data:`EAGER_READ_INTERVAL_S` while eager (from a
+        ``force``, a speech onset, until :meth:`turn_ended` or :data:`EAGER_READ_S`); at once when
+        ``force``."""
         now = time.monotonic()
         if force:
             self._eager_until = now + EAGER_READ_S
         if not self._vision or not self._fresh or self._busy:
             return  # (a frame already read is not read again)
-        eager = now < self._eager_until
-        if not force and not eager and now - self._read_at < READ_REFRESH_S:
+        wait = EAGER_READ_INTERVAL_S if now < self._eager_until else READ_REFRESH_S
+        if not force and now - self._read_at < wait:
             return
         self._busy, self._fresh = True, False
         self._read_at = now
         self._spawn(self._read(self._last_frame))
+
+    def turn_ended(self) -> None:
+        """The user's turn ended: the reply takes what was seen by now; reads slow down to
+        :data:`READ_REFRESH_S` until the next speech onset."""
+        self._eager_until = 0.0
 
     def on_seen(self, msg: Seen) -> None:
         """A background read finished (runs on the session's task); a frame that came meanwhile is

@@ -112,6 +112,8 @@ class TurnRouter:
                 self.cancel_reply("barge_in")
                 self._emit(E.OutputAudioCleared(epoch=self._epoch(), response_id=rid))
             return
+        if sig.kind == "end_of_turn":
+            self._camera.turn_ended()
         item_id = self._turns.current_item()
         utt = sig.utterance if sig.utterance is not None else np.zeros(0, np.float32)
         r = replies.active
