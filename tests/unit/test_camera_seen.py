@@ -77,17 +77,3 @@ def test_once_the_turn_has_ended_reads_slow_down(monkeypatch) -> None:
     assert started == [1, 1 + int(READ_REFRESH_S)]  # the refresh rate, not one a frame
     cam.maybe_read(force=True)  # the next question: the newest frame at once
     assert started[-1] == 9
-
-
-def test_no_read_begins_while_the_end_of_the_turn_is_decided(monkeypatch) -> None:
-    cam, now, started = _camera_on_a_clock(monkeypatch)
-    cam.maybe_read(force=True)
-    cam.add([_frame(1)])
-    cam.on_seen(Seen("EXIT"))
-    cam.pause_reads()  # the user paused: the end-of-turn scores run now
-    for tag in (2, 3):
-        now[0] += 1.0
-        cam.add([_frame(tag)])
-    assert started == [1]
-    cam.resume_reads()  # the user went on: the newest frame at once
-    assert started == [1, 3]

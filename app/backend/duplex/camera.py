@@ -7,11 +7,8 @@ frame is read at most every :data:`READ_REFRESH_S`; from each speech onset until
 (:meth:`Camera.turn_ended`, at most :data:`EAGER_READ_S`), the newest frame is read as soon as the
 read before it is done and :data:`EAGER_READ_INTERVAL_S` has passed since it began, so a question
 asked while showing something new is answered from a frame at most that interval plus two reads
-old (the one in flight, then the newest frame's) when the turn ends. No read begins in a pause of
-the user's (:meth:`Camera.pause_reads`), while the end of the turn is being decided: a read beside
-the end-of-turn scores made the camera calls' turns end ~100 ms later than the mic-only ones
-(``results/browser_camera_cost2.json``). The reply takes whatever was read by then: it never waits
-for a read. Once the turn has ended the reads slow down again: the
+old (the one in flight, then the newest frame's) when the turn ends. The reply takes whatever was
+read by then: it never waits for a read. Once the turn has ended the reads slow down again: the
 reply has taken what was seen, and a read during it would only compete with the Talker (a listening
 camera call cost 0.38 server cores against 0.11 mic only while the eager reads ran on after the
 reply, ``results/browser_camera_cost.json`` of 2026-12-06)."""
@@ -80,7 +77,6 @@ class Camera:
         self._busy = False
         self._read_at = 0.0
         self._eager_until = 0.0
-        self._paused = False
         self._fresh = False
         self.seen_text = ""
         """What the Thinker saw in the last frame read (``""`` before any)."""
@@ -108,12 +104,11 @@ class Camera:
         """Read the newest frame, if not read yet, in the background (one read in flight): at most
         every :data:`READ_REFRESH_S`; every :data:`EAGER_READ_INTERVAL_S` while eager (from a
         ``force``, a speech onset, until :meth:`turn_ended` or :data:`EAGER_READ_S`); at once when
-        ``force``; none begins in a pause (:meth:`pause_reads`) but a ``force``'s."""
+        ``force``."""
         now = time.monotonic()
         if force:
             self._eager_until = now + EAGER_READ_S
-            self._paused = False
-        if not self._vision or not self._fresh or self._busy or self._paused:
+        if not self._vision or not self._fresh or self._busy:
             return  # (a frame already read is not read again)
         wait = EAGER_READ_INTERVAL_S if now < self._eager_until else READ_REFRESH_S
         if not force and now - self._read_at < wait:
@@ -126,17 +121,6 @@ class Camera:
         """The user's turn ended: the reply takes what was seen by now; reads slow down to
         :data:`READ_REFRESH_S` until the next speech onset."""
         self._eager_until = 0.0
-        self._paused = False
-
-    def pause_reads(self) -> None:
-        """The user paused (the turn may be ending): no read begins until :meth:`resume_reads`,
-        :meth:`turn_ended` or a speech onset (a read in flight finishes)."""
-        self._paused = True
-
-    def resume_reads(self) -> None:
-        """The user went on after a pause: reads go on as before it."""
-        self._paused = False
-        self.maybe_read(force=False)
 
     def on_seen(self, msg: Seen) -> None:
         """A background read finished (runs on the session's task); a frame that came meanwhile is

@@ -114,10 +114,6 @@ class TurnRouter:
             return
         if sig.kind == "end_of_turn":
             self._camera.turn_ended()
-        elif sig.kind == "pause":
-            self._camera.pause_reads()
-        else:
-            self._camera.resume_reads()
         item_id = self._turns.current_item()
         utt = sig.utterance if sig.utterance is not None else np.zeros(0, np.float32)
         r = replies.active
