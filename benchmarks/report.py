@@ -227,6 +227,8 @@ VERDICTS: dict[str, str] = {
     "duplex_silence": "older code, the `silence` detector; load 2.0 at start",
     "browser_camera_bg": "busy machine: 1-min load 1.9 at start on 2 cores",
     "browser_camera": "older code than `browser_camera_bg`",
+    "browser_camera_cost_c0bcca4": "older code (c0bcca4): `browser_camera_cost` measured d72bfdc and 7741772 side by side",
+    "browser_camera_cost_pausehold": "a variant not kept (284ed0e, reverted: no gain, its notes); its old rows repeat d72bfdc",
     "browser_mic_epyc": "busy machine: 1-min load 2.9 at start on 2 cores (see `browser_floor_check`'s notes)",
     "browser": "older code; busy machine (load 3.0 at start)",
     "browser_first_segment": "a `--quick` run",
