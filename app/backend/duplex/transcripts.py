@@ -44,8 +44,9 @@ class TranscriptCache:
         self._tasks: OrderedDict[bytes, asyncio.Task[str]] = OrderedDict()
         self._n = 0
 
-    async def transcribe(self, audio: np.ndarray) -> str:
-        """The transcript (stripped) of ``audio``; the same utterance is transcribed once.
+    async def transcribe(self, audio: np.ndarray, *, urgent: bool = False) -> str:
+        """The transcript (stripped) of ``audio``; the same utterance is transcribed once;
+        ``urgent``: the session holds its input for it (``Pipeline.transcribe``'s ``urgent``).
 
         Raises:
             StageError, RequestCancelled: the Thinker failed or the session closed.
@@ -57,11 +58,11 @@ class TranscriptCache:
         task = self._tasks.get(key)
         if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
             self._n += 1
-            task = self._spawn(self._run(audio, context, f"{self._id}:asr{self._n}"))
+            task = self._spawn(self._run(audio, context, f"{self._id}:asr{self._n}", urgent))
             self._tasks[key] = task
             while len(self._tasks) > KEEP:
                 self._tasks.popitem(last=False)
         return await asyncio.shield(task)
 
-    async def _run(self, audio: np.ndarray, context: str, request_id: str) -> str:
-        return (await self._pipeline.transcribe(RequestContext(request_id), audio, context)).strip()
+    async def _run(self, audio: np.ndarray, context: str, request_id: str, urgent: bool) -> str:
+        return (await self._pipeline.transcribe(RequestContext(request_id), audio, context, urgent=urgent)).strip()

@@ -87,7 +87,10 @@ class TurnTracker:
             pause (metrics).
         on_far_speech: called with the number of speech onsets a feed refused as far speech
             (:attr:`~app.backend.turns.detector.TurnDetector.far_speech_refused`; metrics).
-        transcribe: the session's shared transcription (for requests that carry an utterance).
+        transcribe: the session's shared transcription (for requests that carry an utterance):
+            ``await transcribe(audio, urgent=...)``; ``urgent`` for words said over a reply, which
+            decide whether it stops
+            (:meth:`app.backend.duplex.transcripts.TranscriptCache.transcribe`).
         score_text: the shared text end-of-turn scorer (``score(transcript) -> Future[float]``);
             None: the detector reads only word cues.
     """
@@ -97,7 +100,7 @@ class TurnTracker:
                  post: Callable[[Any], Awaitable[None]] | None = None,
                  on_decision: Callable[[str, float | None], None] | None = None,
                  on_far_speech: Callable[[int], None] | None = None,
-                 transcribe: Callable[[np.ndarray], Awaitable[str]] | None = None,
+                 transcribe: Callable[..., Awaitable[str]] | None = None,
                  score_text: Callable[[str], Future[float]] | None = None) -> None:
         self._detector = detector
         self._transcribe = transcribe
@@ -182,7 +185,7 @@ class TurnTracker:
         assert self._transcribe is not None and self._post is not None
         text: str | None = None
         try:
-            text = await asyncio.wait_for(self._transcribe(utterance), SCORE_TIMEOUT_S)
+            text = await asyncio.wait_for(self._transcribe(utterance, urgent=True), SCORE_TIMEOUT_S)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - unread words: their length decides (see TurnRouter.overlap_heard)
@@ -240,7 +243,7 @@ class TurnTracker:
         t0 = time.perf_counter()
         text_task = None
         if req.utterance is not None and req.utterance.size and self._transcribe is not None:
-            text_task = asyncio.ensure_future(self._transcribe(req.utterance))
+            text_task = asyncio.ensure_future(self._transcribe(req.utterance, urgent=self._item_over_reply))
         try:
             p: float | None = await asyncio.wait_for(asyncio.wrap_future(self._score(req.audio)), SCORE_TIMEOUT_S)
         except asyncio.CancelledError:

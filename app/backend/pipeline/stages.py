@@ -144,6 +144,16 @@ class Thinker(ABC):
             (``tiny``: colours, shapes, written words, a clock); ``""`` if nothing.
         """
 
+    def transcribe_urgent(self, audio: np.ndarray, context: str = "") -> Future[str] | None:
+        """:meth:`transcribe` of words a session holds its input for (said over a reply: do they
+        stop it?), ahead of the stage's queue and of other model work, where the family can.
+
+        Returns:
+            A future of the transcript; ``None`` (this default): the family cannot, and the words
+            are transcribed through the stage, in turn.
+        """
+        return None
+
     def read_camera(self, image: np.ndarray) -> Future[str] | None:
         """Read a camera frame (uint8 RGB ``(h, w, 3)``) in the background, without holding up
         speech work (ASR, end-of-turn scores, replies), where the family can.

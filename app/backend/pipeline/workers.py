@@ -401,12 +401,25 @@ class Pipeline:
         return stream.push(tokens, final)
 
     # -- Thinker ----------------------------------------------------------------------
-    async def transcribe(self, ctx: RequestContext, audio: np.ndarray, context: str = "") -> str:
+    async def transcribe(self, ctx: RequestContext, audio: np.ndarray, context: str = "", *,
+                         urgent: bool = False) -> str:
         """ASR of float32 16 kHz mono ``audio``; ``""`` for empty input; ``context``: the previous user
-        turn (:meth:`~app.backend.pipeline.stages.Thinker.transcribe`)."""
+        turn (:meth:`~app.backend.pipeline.stages.Thinker.transcribe`); ``urgent``: words the session
+        holds its input for, off the stage's queue where the family can
+        (:meth:`~app.backend.pipeline.stages.Thinker.transcribe_urgent`).
+
+        Raises:
+            StageError: the transcription failed; RequestCancelled: ``ctx`` was cancelled.
+        """
         if audio.size == 0:
             return ""
-        return await self.thinker.submit(ctx, ("transcribe", (audio, context)))
+        future = self.family.thinker.transcribe_urgent(audio, context) if urgent else None
+        if future is None:
+            return await self.thinker.submit(ctx, ("transcribe", (audio, context)))
+        try:
+            return await asyncio.wrap_future(future)
+        except Exception as exc:  # (the stage's own errors come as StageError too)
+            raise StageError("thinker", f"transcription failed: {exc}") from exc
 
     async def read_image(self, ctx: RequestContext, image: np.ndarray) -> str:
         """What the Thinker sees in uint8 RGB ``image`` (h, w, 3): :meth:`~app.backend.pipeline.stages.Thinker.read_image`."""

@@ -34,7 +34,7 @@ from app.backend.models.tiny.code2wav import TinyCode2Wav
 from app.backend.models.tiny.codebook import Codebook
 from app.backend.models.tiny.llm import DEFAULT_MAX_SENTENCES, N_CTX, GemmaLlm
 from app.backend.models.tiny.ocr import DEFAULT_MIN_SCORE, RapidOcr
-from app.backend.models.tiny.runtime import DEFAULT_THREADS
+from app.backend.models.tiny.runtime import CORES, DEFAULT_THREADS, Priority
 from app.backend.models.tiny.talker import PiperFront, TinyTalker
 from app.backend.models.tiny.vad import SileroVad, shared_silero_session
 from app.backend.models.tiny.vision import BackgroundCamera, SceneDescriber
@@ -97,6 +97,7 @@ class TinyThinker(Thinker):
         self.camera_reader = camera_reader
         self.llm = llm
         self._vad_session = vad_session
+        self._urgent = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asr-urgent")
         self.load_times_s: dict[str, float] = {}
         """Seconds each stage took to load (``llm``, ``asr``, ``voice``, ``ocr``, ``vad``, ``classifier``,
         ``total``); filled by :func:`load_tiny_family`."""
@@ -105,6 +106,20 @@ class TinyThinker(Thinker):
         """Speech to text: float32 mono 16 kHz ``(n,)`` -> transcript (``""`` if silent); ``context``:
         the previous user turn (:meth:`WhisperAsr.transcribe`)."""
         return self.asr.transcribe(audio, context)
+
+    def transcribe_urgent(self, audio: np.ndarray, context: str = "") -> Future[str]:
+        """:meth:`transcribe` on a thread of its own, first in line for the cores
+        (``Priority.TURN``, as the end-of-turn scores): words said over a reply were read
+        through the Thinker stage behind the reply's own work and at ``Priority.WORK`` behind
+        its Talker and Code2Wav, and 6 of 30 reads took 570-790 ms instead of ~120 ms
+        (``bench_turns`` barge-ins, 2026-12-07), while the reply played on."""
+        x = np.array(audio, dtype=np.float32, copy=True)  # (the caller may reuse its buffer)
+
+        def run() -> str:
+            with CORES.hold(Priority.TURN):  # (the ASR's own hold at WORK re-enters this one)
+                return self.asr.transcribe(x, context)
+
+        return self._urgent.submit(run)
 
     def read_image(self, image: np.ndarray) -> str:
         """One-line description of a uint8 RGB ``(h, w, 3)`` image (:meth:`SceneDescriber.describe`:
