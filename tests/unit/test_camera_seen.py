@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from app.backend.duplex.camera import Camera, Seen
@@ -57,7 +59,7 @@ def test_while_the_user_speaks_a_frame_is_read_about_once_a_unit(monkeypatch) ->
         cam.on_seen(Seen("EXIT"))
         now[0] += 0.2
     assert 7 <= len(started) <= 9  # about one a unit, not one a frame (16)
-    assert min(b - a for a, b in zip(at, at[1:])) >= EAGER_READ_INTERVAL_S
+    assert min(b - a for a, b in itertools.pairwise(at)) >= EAGER_READ_INTERVAL_S
     assert started[-1] >= 10  # the reads keep up with the newest frames
     assert EAGER_READ_INTERVAL_S < 1.0  # frames sent one a unit are each read
 
