@@ -413,6 +413,8 @@ class Pipeline:
         """
         if audio.size == 0:
             return ""
+        if ctx.cancelled:
+            raise RequestCancelled(ctx.request_id)
         future = self.family.thinker.transcribe_urgent(audio, context) if urgent else None
         if future is None:
             return await self.thinker.submit(ctx, ("transcribe", (audio, context)))

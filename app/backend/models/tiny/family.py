@@ -111,8 +111,10 @@ class TinyThinker(Thinker):
         """:meth:`transcribe` on a thread of its own, first in line for the cores
         (``Priority.TURN``, as the end-of-turn scores): words said over a reply were read
         through the Thinker stage behind the reply's own work and at ``Priority.WORK`` behind
-        its Talker and Code2Wav, and 6 of 30 reads took 570-790 ms instead of ~120 ms
-        (``bench_turns`` barge-ins, 2026-12-07), while the reply played on."""
+        its Talker and Code2Wav while the reply played on (in a DEBUG-log run of ``bench_turns``'
+        barge-ins, 6 of 30 first reads took 570-790 ms, the others ~100-150 ms); the stop's p95
+        went 1466 -> 1374 ms with this (``results/turns_urgent_reads.json``, both rows in one run).
+        No stage watchdog here: the session bounds each read itself (``SCORE_TIMEOUT_S``)."""
         x = np.array(audio, dtype=np.float32, copy=True)  # (the caller may reuse its buffer)
 
         def run() -> str:
