@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +116,19 @@ class _BatchRun:
     index: int = -1
     started_at: float | None = None
     abandoned: threading.Event = field(default_factory=threading.Event)
+
+
+async def _off_stage(future: Future[str], what: str) -> str:
+    """Await a Thinker call the family runs off the stage (``read_camera``, ``transcribe_urgent``).
+
+    Raises:
+        StageError: the call failed (a bad frame, the engine's load error): this request fails
+            as a stage call would, the session goes on.
+    """
+    try:
+        return await asyncio.wrap_future(future)
+    except Exception as exc:
+        raise StageError("thinker", f"{what} failed: {exc}") from exc
 
 
 class StageWorker:
@@ -418,10 +431,7 @@ class Pipeline:
         future = self.family.thinker.transcribe_urgent(audio, context) if urgent else None
         if future is None:
             return await self.thinker.submit(ctx, ("transcribe", (audio, context)))
-        try:
-            return await asyncio.wrap_future(future)
-        except Exception as exc:  # (the stage's own errors come as StageError too)
-            raise StageError("thinker", f"transcription failed: {exc}") from exc
+        return await _off_stage(future, "transcription")
 
     async def read_image(self, ctx: RequestContext, image: np.ndarray) -> str:
         """What the Thinker sees in uint8 RGB ``image`` (h, w, 3): :meth:`~app.backend.pipeline.stages.Thinker.read_image`."""
@@ -438,10 +448,7 @@ class Pipeline:
         future = self.family.thinker.read_camera(image)
         if future is None:
             return await self.read_image(ctx, image)
-        try:
-            return await asyncio.wrap_future(future)
-        except Exception as exc:  # (a bad frame, the engine's load error): this read fails, the session goes on
-            raise StageError("thinker", f"camera read failed: {exc}") from exc
+        return await _off_stage(future, "camera read")
 
     async def generate(self, ctx: RequestContext, prompt: ThinkerPrompt, params: SamplingParams) -> str:
         """The assistant's reply text to ``prompt``."""
