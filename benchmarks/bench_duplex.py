@@ -88,6 +88,8 @@ CHUNK_MS = 100
 LEAD_S = 0.5
 TAIL_S = 3.0
 SLOT_S = 8.0
+VAD_WINDOW_S = 0.032
+"""The tiny family's Silero VAD window, 512 samples at 16 kHz (``app/backend/models/tiny/vad.py``)."""
 
 QUESTIONS = [
     ("capital", "What is the capital of France?"),
@@ -275,8 +277,12 @@ async def run_latency_pair(url: str, baseline_url: str, n: int,
 
 # --------------------------------------------------------------------------- (b) concurrency
 def build_session_audio(inputs: list[dict[str, Any]], index: int, k: int, seconds: float) -> tuple[bytes, list[dict]]:
-    """``seconds`` of audio: a question every SLOT_S s, shifted by ``index * SLOT_S / k`` s."""
-    offset_s = round(index * SLOT_S / k, 1)
+    """``seconds`` of audio: a question every SLOT_S s, shifted by ``index * SLOT_S / k`` s rounded down
+    to whole VAD windows (:data:`VAD_WINDOW_S`), so each session's speech meets the VAD's windows as the
+    single session's does and the levels differ by load only. (Unrounded, "How long should I boil an
+    egg?" was heard as "... boil them in?" at some offsets and waited for the 2.5 s cap, alone as
+    under load: 2026-12-07, ``duplex_k_probe``.)"""
+    offset_s = int(index * SLOT_S / k / VAD_WINDOW_S) * VAD_WINDOW_S
     pcm = bytearray(C.silence_pcm16(offset_s))
     questions = []
     q = index
@@ -364,11 +370,14 @@ async def concurrency_session(url: str, pcm: bytes, questions: list[dict], idx: 
     return out
 
 
-async def run_concurrency_level(url: str, k: int, seconds: float, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+async def run_concurrency_level(url: str, k: int, seconds: float, inputs: list[dict[str, Any]],
+                                label: str = "") -> dict[str, Any]:
     plans = [build_session_audio(inputs, i, k, seconds) for i in range(k)]
+    before = await asyncio.to_thread(C.scrape_metrics, url)
     t0 = time.monotonic()
     sessions = await asyncio.gather(*(concurrency_session(url, pcm, qs, i) for i, (pcm, qs) in enumerate(plans)))
     wall = time.monotonic() - t0
+    cores = C.core_use_delta(before, await asyncio.to_thread(C.scrape_metrics, url))
     ok = all(s.get("stays_real_time") for s in sessions)
     lags = [u["lag_ms"] for s in sessions for u in s.get("units", []) if u["lag_ms"] is not None]
     reply = [r["latency_ms"] for s in sessions for r in s.get("replies", [])]
@@ -382,13 +391,37 @@ async def run_concurrency_level(url: str, k: int, seconds: float, inputs: list[d
         "reply_latency_ms": C.summarize(reply),
         "questions": len(reply),
         "unanswered": sum(1 for r in reply if r is None),
+        "cores": cores,
         "sessions": sessions,
     }
-    print(f"[duplex] (b) K={k}: {'all real time' if ok else 'NOT real time'}; unit_metrics lag p50 "
+    print(f"[duplex] (b){label} K={k}: {'all real time' if ok else 'NOT real time'}; unit_metrics lag p50 "
           f"{C.fmt_s(level['lag_ms']['p50'], 'ms', 0)} max {C.fmt_s(level['lag_ms']['max'], 'ms', 0)}; "
-          f"reply latency p50 {C.fmt_s(level['reply_latency_ms']['p50'], 'ms', 0)}, "
+          f"reply latency p50 {C.fmt_s(level['reply_latency_ms']['p50'], 'ms', 0)} "
+          f"p95 {C.fmt_s(level['reply_latency_ms']['p95'], 'ms', 0)}, "
           f"{level['unanswered']}/{len(reply)} unanswered", flush=True)
+    for row in cores[:6]:
+        print(f"    cores {row['priority']}/{row['work']}: {row.get('calls', 0):.0f} calls, wait "
+              f"{row.get('wait_s', 0):.2f} s (mean {C.fmt_s(row['wait_ms_mean'], 'ms', 1)}), hold "
+              f"{row.get('hold_s', 0):.2f} s", flush=True)
     return level
+
+
+async def run_concurrency_pair(url: str, baseline_url: str, ks: list[int], seconds: float,
+                               inputs: list[dict[str, Any]]) -> tuple[dict, dict]:
+    """Each K on both servers, one after the other (which goes first alternates with K)."""
+    levels: dict[str, list[dict[str, Any]]] = {"this": [], "baseline": []}
+    for i, k in enumerate(ks):
+        order = [("this", url), ("baseline", baseline_url)]
+        for name, u in order if i % 2 == 0 else order[::-1]:
+            levels[name].append(await run_concurrency_level(u, k, seconds, inputs, label=f" [{name}]"))
+            await asyncio.sleep(1.0)
+
+    def wrap(lv: list[dict[str, Any]]) -> dict[str, Any]:
+        passing = [x["k"] for x in lv if x["all_real_time"]]
+        return {"order": "as listed, alternating which server goes first", "max_k": max(passing) if passing else 0,
+                "levels": sorted(lv, key=lambda x: x["k"])}
+
+    return wrap(levels["this"]), wrap(levels["baseline"])
 
 
 async def run_concurrency(url: str, ks: list[int] | None, seconds: float, inputs: list[dict[str, Any]]) -> dict:
@@ -554,7 +587,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--barge-n", type=int, default=None, help="(c) samples (default 10; quick 1)")
     p.add_argument("--baseline-tree", default=None, help="(a) also run part (a) at 1000 ms against the app of "
                    "this checkout (e.g. a git worktree of an older commit), interleaved sample by sample with the "
-                   "current tree on two servers up at once; reported side by side")
+                   "current tree on two servers up at once; reported side by side. (b) with --k: each K on both "
+                   "servers, one after the other")
     p.add_argument("--detector", default=None, help="turn_policy.detector for this tree's servers (silence also "
                    "sets resume_window_ms 0: the old policy); default: configs/tiny.yaml's")
     p.add_argument("--units", default="1000,500", help="(a) unit lengths to run, e.g. 1000")
@@ -666,10 +700,21 @@ def main(argv: list[str] | None = None) -> int:
         cfg, overrides = server_config(1000, max_sessions=6)
         srv = C.ServerProcess(deploy_config=cfg)
         srv.start()
+        base = None
         try:
-            conc = asyncio.run(run_concurrency(srv.base_url, ks, seconds, inputs))
+            if args.baseline_tree and ks:
+                base = C.ServerProcess(deploy_config=C.write_deploy_yaml(overrides, tree=args.baseline_tree),
+                                       tree=args.baseline_tree)
+                base.start()
+                conc, conc_base = asyncio.run(run_concurrency_pair(srv.base_url, base.base_url, ks, seconds, inputs))
+                conc_base.update({"server": base.command, "git": C.tree_commit(args.baseline_tree)})
+                result["concurrency_baseline"] = conc_base
+            else:
+                conc = asyncio.run(run_concurrency(srv.base_url, ks, seconds, inputs))
         finally:
             srv.stop()
+            if base is not None:
+                base.stop()
         conc.update({"server": srv.command, "deploy_overrides": overrides, "session_seconds": seconds,
                      "question_every_s": SLOT_S,
                      "criterion": "every unit's session.unit_metrics arrives, each before the append closing the "

@@ -88,6 +88,8 @@ class Engine:
             timeouts_s=tuple(s.stage_timeout_s for s in stages),  # type: ignore[arg-type]
         )
         self.pipeline.start()
+        if self.family.core_use is not None:
+            self.metrics.watch_cores(self.family.core_use)
         caps = self.family.capabilities
         detector = cfg.turn_policy.detector
         if detector not in caps.turn_detectors:

@@ -5,9 +5,12 @@ One registry per engine so several servers (tests) in one process never collide.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
@@ -106,6 +109,13 @@ class EngineMetrics:
         if score_s is not None:
             self.turn_score_s.observe(score_s)
 
+    def watch_cores(self, core_use: Callable[[], dict[tuple[str, str], Any]]) -> None:
+        """Export how model calls shared the cores (a family's ``core_use``, see
+        :class:`~app.backend.pipeline.stages.ModelFamily`): ``omni_cores_calls_total``,
+        ``omni_cores_wait_seconds_total`` and ``omni_cores_hold_seconds_total``, labelled
+        ``priority`` and ``work``."""
+        self.registry.register(_CoreUseCollector(core_use))
+
     def watch_turn_scorer(self, scorer: Any, kind: str = "acoustic") -> None:
         """Export a shared end-of-turn scorer's batching counters (``scorer.stats()``):
         ``omni_turn_detector_*`` for the acoustic model, ``omni_turn_text_model_*`` for ``kind="text"``."""
@@ -117,3 +127,22 @@ class EngineMetrics:
                                 ("max_batch", "Largest batch so far", "max_batch_size")):
             g = Gauge(f"{prefix}_{name}", f"End-of-turn {kind} scorer: {doc}", registry=r)
             g.set_function(lambda a=attr: float(getattr(scorer.stats(), a)))
+
+
+class _CoreUseCollector(Collector):
+    """``omni_cores_*`` counters read from a family's ``core_use()`` at each scrape."""
+
+    def __init__(self, core_use: Callable[[], dict[tuple[str, str], Any]]) -> None:
+        self._core_use = core_use
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        labels = ["priority", "work"]
+        calls = CounterMetricFamily("omni_cores_calls", "Model calls that held the CPU cores", labels=labels)
+        wait = CounterMetricFamily("omni_cores_wait_seconds", "Seconds model calls waited for the cores",
+                                   labels=labels)
+        hold = CounterMetricFamily("omni_cores_hold_seconds", "Seconds model calls held the cores", labels=labels)
+        for (priority, work), use in sorted(self._core_use().items()):
+            calls.add_metric([priority, work], use.calls)
+            wait.add_metric([priority, work], use.wait_s)
+            hold.add_metric([priority, work], use.hold_s)
+        yield from (calls, wait, hold)

@@ -59,3 +59,10 @@ async def test_session_lifecycle_latency_and_context_series(make_server, questio
     tokens = max(e["context_tokens"] for e in c.collector.events if e["type"] == "session.unit_metrics")
     assert m[("omni_duplex_context_tokens_sum", ())] > tokens  # summed over units
     assert m[("omni_duplex_unit_decision_seconds_sum", ())] / units < 5
+    # how the answers' model calls shared the cores: each stage's calls held them for some time
+    for priority, work in (("work", "asr"), ("work", "thinker"), ("voice", "talker"), ("voice", "code2wav"),
+                           ("turn", "smart-turn")):
+        labels = (("priority", priority), ("work", work))
+        assert m[("omni_cores_calls_total", labels)] >= 1, work
+        assert m[("omni_cores_hold_seconds_total", labels)] > 0, work
+        assert m[("omni_cores_wait_seconds_total", labels)] >= 0, work

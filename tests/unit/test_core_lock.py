@@ -89,3 +89,28 @@ def test_once_the_holder_is_stuck_later_calls_do_not_wait() -> None:
         pass
     assert time.monotonic() - t0 < 0.1
     assert lock.waited_out == 1
+
+
+def test_stats_count_each_outermost_hold_with_its_wait_and_hold_time() -> None:
+    lock = CoreLock()
+    holding, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with lock.hold(Priority.VOICE, "talker"):
+            holding.set()
+            release.wait(2.0)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert holding.wait(2.0)
+    threading.Timer(0.1, release.set).start()
+    with lock.hold(Priority.WORK, "thinker"), lock.hold(Priority.WORK, "thinker"):  # re-entered: one call
+        time.sleep(0.02)
+    t.join(2.0)
+    stats = lock.stats()
+    assert set(stats) == {("voice", "talker"), ("work", "thinker")}
+    thinker, talker = stats[("work", "thinker")], stats[("voice", "talker")]
+    assert thinker.calls == 1 and talker.calls == 1
+    assert thinker.wait_s >= 0.08  # it waited for the talker's hold to end
+    assert thinker.hold_s >= 0.02 and talker.hold_s >= 0.08
+    assert talker.wait_s < 0.05

@@ -234,6 +234,10 @@ class ModelFamily:
         text_turn_scorer: returns the family's shared text end-of-turn scorer (``score(transcript)
             -> Future[float]``, the probability that the words end there), built on first call;
             None when the family has none (the learned detector then reads only word cues).
+        core_use: returns how the family's model calls shared the CPU cores so far,
+            ``{(priority, work): use}`` with ``use.calls``, ``use.wait_s`` and ``use.hold_s``
+            (``tiny``: :meth:`~app.backend.models.tiny.runtime.CoreLock.stats`); None when the
+            family does not take turns on the cores (``/metrics`` then has no ``omni_cores_*``).
     """
 
     capabilities: FamilyCapabilities
@@ -243,3 +247,4 @@ class ModelFamily:
     warmup: Callable[[], Any] | None = None
     turn_scorer: Callable[[], Any] | None = None
     text_turn_scorer: Callable[[], Any] | None = None
+    core_use: Callable[[], dict[tuple[str, str], Any]] | None = None

@@ -177,7 +177,7 @@ class WhisperAsr:
             raise ValueError("audio has non-finite samples")
         if float(np.max(np.abs(x))) < SILENCE_PEAK:
             return ""
-        with CORES.hold(Priority.WORK):
+        with CORES.hold(Priority.WORK, "asr"):
             window_s = short_window_s(x.size / INPUT_SAMPLE_RATE_HZ)
             if window_s is not None:
                 prev = context if x.size < CONTEXT_MAX_S * INPUT_SAMPLE_RATE_HZ else ""

@@ -123,7 +123,7 @@ class TinyCode2Wav(Code2Wav):
             float32 ``[T * hop]`` at :attr:`input_sample_rate_hz`.
         """
         z = np.ascontiguousarray(np.asarray(latents, dtype=np.float32).T[None])
-        with CORES.hold(Priority.VOICE):
+        with CORES.hold(Priority.VOICE, "code2wav"):
             out = self._session.run([DECODER_OUTPUT], {SPLIT_TENSOR: z})[0]
         return out.reshape(-1)
 

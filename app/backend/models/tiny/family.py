@@ -118,7 +118,7 @@ class TinyThinker(Thinker):
         x = np.array(audio, dtype=np.float32, copy=True)  # (the caller may reuse its buffer)
 
         def run() -> str:
-            with CORES.hold(Priority.TURN):  # (the ASR's own hold at WORK re-enters this one)
+            with CORES.hold(Priority.TURN, "asr"):  # (the ASR's own hold at WORK re-enters this one)
                 return self.asr.transcribe(x, context)
 
         return self._urgent.submit(run)
@@ -263,6 +263,7 @@ def load_tiny_family(config: dict | None = None) -> ModelFamily:
     family.warmup = lambda: warmup(family)
     family.turn_scorer = _shared_scorer(_smart_turn_scorer)
     family.text_turn_scorer = _shared_scorer(_text_turn_scorer)
+    family.core_use = CORES.stats
     return family
 
 

@@ -460,7 +460,7 @@ class GemmaLlm:
         pieces = self._llm.create_completion(text, stream=True, **kwargs)
         try:
             while True:
-                with CORES.hold(Priority.WORK):  # the first piece also evaluates the prompt
+                with CORES.hold(Priority.WORK, "thinker"):  # the first piece also evaluates the prompt
                     piece = next(pieces, None)
                 if piece is None:
                     break

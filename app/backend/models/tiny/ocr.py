@@ -114,7 +114,7 @@ class RapidOcr:
         if img.ndim != 3 or img.shape[2] not in (3, 4) or min(img.shape[:2]) < 1:
             raise ValueError(f"image must be (h, w, 3) RGB, got shape {img.shape}")
         bgr = np.ascontiguousarray(img[:, :, 2::-1])  # RGB(A) -> BGR, as OpenCV expects
-        with self._lock, CORES.hold(Priority.WORK) if self._hold_cores else nullcontext():
+        with self._lock, CORES.hold(Priority.WORK, "ocr") if self._hold_cores else nullcontext():
             result, _elapse = self._engine(bgr)
         if not result:
             return []

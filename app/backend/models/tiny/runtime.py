@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -65,6 +66,21 @@ class Priority(enum.IntEnum):
     """Everything else: ASR, OCR, each token the Thinker writes."""
 
 
+@dataclass
+class CoreUse:
+    """What one kind of model call took of the cores so far (:meth:`CoreLock.stats`).
+
+    Attributes:
+        calls: holds of the lock (outermost only: a re-entered hold is part of its holder's).
+        wait_s: seconds spent waiting for the lock, summed over the calls.
+        hold_s: seconds the lock was held, summed over the calls.
+    """
+
+    calls: int = 0
+    wait_s: float = 0.0
+    hold_s: float = 0.0
+
+
 class CoreLock:
     """One model call at a time on the process's CPU cores, by priority.
 
@@ -82,6 +98,9 @@ class CoreLock:
     anyway (a model call hung inside the lock must not stop every session; the stage watchdog
     reports the hung one). Re-entrant per thread. Thread-safe.
 
+    Each outermost hold is counted under its priority and ``work`` label (:meth:`stats`): with
+    several sessions these waits, not any one model's speed, are where their turns lose time.
+
     Args:
         max_wait_s: longest wait for the lock, seconds.
     """
@@ -97,26 +116,42 @@ class CoreLock:
         self._max_wait_s = max_wait_s
         self.waited_out = 0
         """Calls that ran without the lock (they waited ``max_wait_s``, or its holder had held it that long)."""
+        self._use: dict[tuple[str, str], CoreUse] = {}
 
     @contextmanager
-    def hold(self, priority: Priority) -> Iterator[None]:
-        """Run the ``with`` block as the only model call (see the class)."""
+    def hold(self, priority: Priority, work: str = "model") -> Iterator[None]:
+        """Run the ``with`` block as the only model call (see the class); ``work`` names the model
+        call in :meth:`stats` (``thinker``, ``asr``, ``talker`` ...)."""
         me = threading.get_ident()
+        asked = time.perf_counter()
         with self._cond:
-            if self._owner == me:  # re-entered by the holder
+            outermost = self._owner != me
+            if not outermost:  # re-entered by the holder
                 self._depth += 1
                 owns = True
             else:
                 owns = self._wait_turn((int(priority), next(self._tickets)))
+        got = time.perf_counter()
         try:
             yield
         finally:
-            if owns:
-                with self._cond:
+            with self._cond:
+                if outermost:
+                    use = self._use.setdefault((priority.name.lower(), work), CoreUse())
+                    use.calls += 1
+                    use.wait_s += got - asked
+                    use.hold_s += time.perf_counter() - got
+                if owns:
                     self._depth -= 1
                     if self._depth == 0:
                         self._owner = None
                         self._cond.notify_all()
+
+    def stats(self) -> dict[tuple[str, str], CoreUse]:
+        """``{(priority, work): CoreUse}`` since the process started (a copy; priority as
+        ``turn``/``voice``/``work``). Process-wide: every engine of the process shares the cores."""
+        with self._cond:
+            return {key: CoreUse(u.calls, u.wait_s, u.hold_s) for key, u in self._use.items()}
 
     def _wait_turn(self, entry: tuple[int, int]) -> bool:
         """Queue ``entry`` and wait for its turn (under ``self._cond``); False: run without the lock."""

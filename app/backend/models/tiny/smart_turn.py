@@ -412,6 +412,7 @@ class SmartTurnScorer:
         self._total_s = self._wait_s = self._last_s = 0.0
         self._hist: dict[int, int] = {}
         self._hist_s: dict[int, float] = {}
+        self._name = name
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -525,7 +526,7 @@ class SmartTurnScorer:
             if not live:
                 continue
             try:
-                with CORES.hold(Priority.TURN):  # ahead of any other model call
+                with CORES.hold(Priority.TURN, self._name):  # ahead of any other model call
                     t0 = time.perf_counter()
                     probs = self._model.predict([r.clip for r in live])
             except Exception as exc:  # noqa: BLE001 - handed to every waiting caller

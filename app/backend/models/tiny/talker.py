@@ -83,7 +83,7 @@ class PiperFront:
         """
         parts = []
         for ids in self.phoneme_ids(text):
-            with CORES.hold(Priority.VOICE):
+            with CORES.hold(Priority.VOICE, "talker"):
                 z = self._session.run(
                     None,
                     {
