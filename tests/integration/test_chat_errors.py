@@ -168,9 +168,11 @@ def test_openai_sdk_raises_bad_request(server, deploy_config) -> None:
 
 
 def test_stage_error_is_500_and_server_stays_up(server, monkeypatch) -> None:
-    def boom(payload):
+    def boom(*_args):
         raise RuntimeError("injected thinker failure")
 
+    # the reply fails where it is written: in the family's batched writer, or in the stage's thread
+    monkeypatch.setattr(server.engine.family.thinker.llm, "generate_reply", boom)
     monkeypatch.setattr(server.engine.pipeline.thinker, "_fn", boom)
     r = post(server.base_url, {"messages": [{"role": "user", "content": "hi"}], "modalities": ["text"]})
     err = assert_error(r, 500, code="stage_error")

@@ -164,6 +164,17 @@ class Thinker(ABC):
         """
         return None
 
+    def write_reply(self, prompt: ThinkerPrompt, params: SamplingParams,
+                    on_text: Callable[[str], bool] | None = None) -> Future[GeneratedReply] | None:
+        """:meth:`generate_reply` outside the stage's one-at-a-time queue, where the family writes
+        several replies at once (batched decoding across sessions); ``on_text`` may then be called
+        from another thread.
+
+        Returns:
+            A future of the reply; ``None`` (this default): the reply goes through the stage, in turn.
+        """
+        return None
+
     @abstractmethod
     def generate(self, prompt: ThinkerPrompt, params: SamplingParams) -> str:
         """Write the assistant's reply to ``prompt`` (whole text, short)."""

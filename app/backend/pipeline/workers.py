@@ -118,17 +118,21 @@ class _BatchRun:
     abandoned: threading.Event = field(default_factory=threading.Event)
 
 
-async def _off_stage(future: Future[str], what: str) -> str:
-    """Await a Thinker call the family runs off the stage (``read_camera``, ``transcribe_urgent``).
+async def _off_stage(future: Future[Any], what: str, timeout_s: float | None = None) -> Any:
+    """Await a Thinker call the family runs off the stage (``read_camera``, ``transcribe_urgent``,
+    ``write_reply``); ``timeout_s``: the stage's watchdog limit (None: none).
 
     Raises:
-        StageError: the call failed (a bad frame, the engine's load error): this request fails
-            as a stage call would, the session goes on.
+        StageError: the call failed (a bad frame, the engine's load error) or outlived ``timeout_s``:
+            this request fails as a stage call would, the session goes on. The family's exception
+            is its ``__cause__`` (a route tells ``ContextLengthExceeded``, a request error, from a fault).
     """
     try:
-        return await asyncio.wrap_future(future)
+        return await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)
+    except TimeoutError as exc:
+        raise StageError("thinker", f"{what} timed out after {timeout_s:g} s") from exc
     except Exception as exc:
-        raise StageError("thinker", f"{what} failed: {exc}") from exc
+        raise StageError("thinker", f"{what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 class StageWorker:
@@ -460,7 +464,13 @@ class Pipeline:
 
     async def _generate(self, ctx: RequestContext, prompt: ThinkerPrompt, params: SamplingParams,
                         on_text: OnText | None) -> GeneratedReply:
-        reply = await self.thinker.submit(ctx, ("generate", (prompt, params, on_text)))
+        if ctx.cancelled:
+            raise RequestCancelled(ctx.request_id)
+        future = self.family.thinker.write_reply(prompt, params, on_text)
+        if future is None:
+            reply = await self.thinker.submit(ctx, ("generate", (prompt, params, on_text)))
+        else:  # written beside other sessions' replies (the family batches them)
+            reply = await _off_stage(future, "reply", self.thinker.timeout_s)
         self.metrics.tokens.labels("thinker").inc(max(1, len(reply.text) // 4))
         return reply
 

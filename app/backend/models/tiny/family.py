@@ -65,6 +65,7 @@ DEFAULT_CONFIG: Final[dict[str, Any]] = {
     "max_reply_sentences": DEFAULT_MAX_SENTENCES,
     "ocr_min_score": DEFAULT_MIN_SCORE,
     "parallel_load": True,
+    "batch_replies": 4,
 }
 """Keys :func:`load_tiny_family` accepts, with their defaults:
 
@@ -72,7 +73,10 @@ DEFAULT_CONFIG: Final[dict[str, Any]] = {
 * ``asr_beam_size`` (int >= 1): Whisper beam;
 * ``max_reply_sentences`` (int >= 1): LLM replies are cut after this many sentences;
 * ``ocr_min_score`` (float in [0, 1]): OCR line confidence threshold;
-* ``parallel_load`` (bool): load the stages on a small thread pool (faster cold start).
+* ``parallel_load`` (bool): load the stages on a small thread pool (faster cold start);
+* ``batch_replies`` (int >= 1): replies the Thinker writes at once, decoded together
+  (:mod:`~app.backend.models.tiny.reply_batch`; 1: one at a time, through the stage). The server
+  sets it from Stage 0's ``max_num_seqs``.
 """
 
 
@@ -98,6 +102,8 @@ class TinyThinker(Thinker):
         self.llm = llm
         self._vad_session = vad_session
         self._urgent = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asr-urgent")
+        self._writers = ThreadPoolExecutor(max_workers=llm.batcher.n_seq, thread_name_prefix="thinker-reply") \
+            if llm.batcher is not None else None
         self.load_times_s: dict[str, float] = {}
         """Seconds each stage took to load (``llm``, ``asr``, ``voice``, ``ocr``, ``vad``, ``classifier``,
         ``total``); filled by :func:`load_tiny_family`."""
@@ -143,6 +149,15 @@ class TinyThinker(Thinker):
         boundary); streamed through ``on_text`` when given (see :meth:`GemmaLlm.generate_reply`)."""
         return self.llm.generate_reply(prompt, params, on_text)
 
+    def write_reply(self, prompt: ThinkerPrompt, params: SamplingParams,
+                    on_text: Callable[[str], bool] | None = None) -> Future[GeneratedReply] | None:
+        """:meth:`generate_reply` on a thread of its own, written in one batch with the other replies
+        being written (:class:`~app.backend.models.tiny.reply_batch.ReplyBatcher`); ``None`` when the
+        family writes one reply at a time (``batch_replies`` 1: through the stage)."""
+        if self._writers is None:
+            return None
+        return self._writers.submit(self.llm.generate_reply, prompt, params, on_text)
+
     def vad_factory(self) -> SileroVad:
         """A fresh streaming VAD (own LSTM state and buffers, shared ONNX session).
 
@@ -164,7 +179,7 @@ def _check_config(config: dict | None) -> dict[str, Any]:
             f"unknown tiny family config keys: {sorted(unknown)}; known: {sorted(DEFAULT_CONFIG)}"
         )
     cfg.update(config)
-    for key in ("threads", "asr_beam_size", "max_reply_sentences"):
+    for key in ("threads", "asr_beam_size", "max_reply_sentences", "batch_replies"):
         if not isinstance(cfg[key], int) or isinstance(cfg[key], bool) or cfg[key] < 1:
             raise ValueError(f"{key} must be an int >= 1, got {cfg[key]!r}")
     score = cfg["ocr_min_score"]
@@ -215,7 +230,8 @@ def load_tiny_family(config: dict | None = None) -> ModelFamily:
 
     jobs = {
         "llm": timed(
-            "llm", lambda: GemmaLlm(n_threads=threads, max_sentences=cfg["max_reply_sentences"])
+            "llm", lambda: GemmaLlm(n_threads=threads, max_sentences=cfg["max_reply_sentences"],
+                             batch_replies=cfg["batch_replies"])
         ),
         "asr": timed(
             "asr", lambda: WhisperAsr(cpu_threads=threads, beam_size=cfg["asr_beam_size"])

@@ -43,6 +43,7 @@ from app.backend.models.tiny.cache import (
     ensure_generated,
 )
 from app.backend.models.tiny.echo_guard import Echo, judge
+from app.backend.models.tiny.reply_batch import ReplyBatcher, Sampling
 from app.backend.models.tiny.runtime import CORES, DEFAULT_THREADS, Priority
 from app.backend.models.tiny.scene_answers import camera_reply
 from app.backend.pipeline.stages import (
@@ -304,13 +305,18 @@ class GemmaLlm:
 
     Args:
         model_path: GGUF file; default :func:`gemma_gguf_path`.
-        n_ctx: context window, tokens.
+        n_ctx: context window, tokens (per reply).
         n_threads: llama.cpp threads.
         max_sentences: reply sentence cap (see :func:`shorten_reply`).
+        batch_replies: replies written at once (>= 1). Above 1, replies are written by a
+            :class:`~app.backend.models.tiny.reply_batch.ReplyBatcher` (one llama.cpp context with that
+            many sequences, decoded together) and :meth:`generate_reply` may be called from several
+            threads at once; 1 writes one reply at a time in ``Llama``'s own context.
 
     Raises:
         ModelAssetMissingError: ``llama-cpp-python`` or the GGUF packages are missing.
         WeightIntegrityError: see :func:`gemma_gguf_path`.
+        ValueError: ``max_sentences`` or ``batch_replies`` < 1.
     """
 
     def __init__(
@@ -319,6 +325,7 @@ class GemmaLlm:
         n_ctx: int = N_CTX,
         n_threads: int = DEFAULT_THREADS,
         max_sentences: int = DEFAULT_MAX_SENTENCES,
+        batch_replies: int = 1,
     ) -> None:
         try:
             import llama_cpp  # noqa: F401 - a clear error when the extra is missing
@@ -328,10 +335,17 @@ class GemmaLlm:
             ) from exc
         if max_sentences < 1:
             raise ValueError(f"max_sentences must be >= 1, got {max_sentences}")
-        self._llm = load_gemma(model_path, n_ctx=n_ctx, n_threads=n_threads)
+        if batch_replies < 1:
+            raise ValueError(f"batch_replies must be >= 1, got {batch_replies}")
+        # (with a batcher, Llama's own context is used for the tokenizer only: a small one)
+        self._llm = load_gemma(model_path, n_ctx=n_ctx if batch_replies == 1 else 64, n_threads=n_threads)
         self.n_ctx = n_ctx
         self.max_sentences = max_sentences
         self._lock = threading.Lock()  # a Llama context is not thread-safe
+        self.batcher: ReplyBatcher | None = None
+        """The cross-reply batcher (``batch_replies`` > 1), else None."""
+        if batch_replies > 1:
+            self.batcher = ReplyBatcher(self._llm, n_seq=batch_replies, n_ctx_seq=n_ctx, n_threads=n_threads)
 
     def count_tokens(self, text: str) -> int:
         """Number of Gemma tokens in ``text`` (with BOS)."""
@@ -427,9 +441,9 @@ class GemmaLlm:
             if on_text is not None:
                 on_text(direct)
             return GeneratedReply(direct)
-        with self._lock:
+        with self._lock if self.batcher is None else contextlib.nullcontext():
             text = self.fit_prompt(prompt, params.max_tokens)
-            if params.temperature > 0 and params.seed is not None:
+            if self.batcher is None and params.temperature > 0 and params.seed is not None:
                 # Reusing the KV prefix of the previous call changes the last logits by float
                 # rounding, which can flip a sampled token; a full re-evaluation makes seeded
                 # sampling reproducible (~0.2 s for the ~250-token prompt).
@@ -456,11 +470,17 @@ class GemmaLlm:
         skips the check). ``on_text`` sees nothing while the text may still be an echo."""
         raw, hit_max_tokens, verdict = "", False, Echo.PENDING if user_text.strip() else Echo.CLEAR
         # Streamed in any case, so the cores are held one token at a time (CORES): a waiting
-        # end-of-turn score or Code2Wav chunk goes between two tokens, not after the reply.
-        pieces = self._llm.create_completion(text, stream=True, **kwargs)
+        # end-of-turn score or Code2Wav chunk goes between two tokens, not after the reply. (The
+        # batcher holds them in its own thread, one step of every reply at a time.)
+        if self.batcher is None:
+            pieces = self._llm.create_completion(text, stream=True, **kwargs)
+            hold: Callable[[], Any] = lambda: CORES.hold(Priority.WORK, "thinker")
+        else:
+            pieces = self._batched(text, kwargs)
+            hold = contextlib.nullcontext
         try:
             while True:
-                with CORES.hold(Priority.WORK, "thinker"):  # the first piece also evaluates the prompt
+                with hold():  # the first piece also evaluates the prompt
                     piece = next(pieces, None)
                 if piece is None:
                     break
@@ -483,6 +503,18 @@ class GemmaLlm:
             if on_text is not None:
                 on_text(raw)
         return raw, hit_max_tokens, False
+
+    def _batched(self, text: str, kwargs: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """:meth:`ReplyBatcher.complete` of ``text`` with ``create_completion``'s arguments, as its
+        stream's pieces (``{"choices": [{"text", "finish_reason"}]}``); closing it ends the reply."""
+        assert self.batcher is not None
+        sampling = Sampling(max_tokens=kwargs["max_tokens"], temperature=kwargs["temperature"], top_p=kwargs["top_p"],
+                            top_k=kwargs["top_k"], min_p=kwargs["min_p"], repeat_penalty=kwargs["repeat_penalty"],
+                            seed=kwargs["seed"], stop=tuple(kwargs["stop"]), logit_bias=kwargs.get("logit_bias") or {})
+        tokens = self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+        with contextlib.closing(self.batcher.complete(tokens, sampling)) as pieces:
+            for piece, finish in pieces:
+                yield {"choices": [{"text": piece, "finish_reason": finish}]}
 
     def _past_what_is_kept(self, raw: str) -> bool:
         """Whether ``raw`` already runs past what :func:`shorten_reply` keeps: its first line is
