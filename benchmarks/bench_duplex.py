@@ -82,6 +82,8 @@ from app.client.protocol import AUDIO_DELTA, event_response_id, event_type
 
 TARGET_LATENCY_P50_MS = {1000: 1200.0, 500: 900.0}
 TARGET_MIN_K = 4
+TARGET_P95_RATIO = {4: 2.0, 6: 3.0}
+"""First-audio p95 at K concurrent sessions over the single session's, at most (issue #27)."""
 TARGET_BARGE_IN_MS = 1000.0
 
 CHUNK_MS = 100
@@ -726,6 +728,22 @@ def main(argv: list[str] | None = None) -> int:
                                 detail=f"K tested: {tested}; {seconds:g} s of audio per session"))
         if set(tested) != {1, 2, 4, 6}:
             notes.append(f"(b) K tested: {tested} (search order: {conc['order']}).")
+        for label, block in (("", conc), (" (baseline)", result.get("concurrency_baseline"))):
+            if not block:
+                continue
+            by_k = {lv["k"]: lv for lv in block["levels"]}
+            alone = (by_k.get(1) or {}).get("reply_latency_ms", {}).get("p95")
+            for k, limit in TARGET_P95_RATIO.items():
+                p95 = (by_k.get(k) or {}).get("reply_latency_ms", {}).get("p95")
+                if alone and p95:
+                    metrics.append(C.metric(
+                        f"p95_ratio_k{k}{'_baseline' if label else ''}",
+                        f"First audio p95 at K={k} / at K=1{label}", p95 / alone, "x", "<=", limit,
+                        n=by_k[k]["reply_latency_ms"]["n"],
+                        detail=f"{C.fmt_s(p95, 'ms', 0)} vs {C.fmt_s(alone, 'ms', 0)}; p50 "
+                               f"{C.fmt_s(by_k[k]['reply_latency_ms']['p50'], 'ms', 0)} vs "
+                               f"{C.fmt_s(by_k[1]['reply_latency_ms']['p50'], 'ms', 0)}"
+                               + (f"; {block.get('git')}" if label else "")))
 
     if "c" in parts:
         budgets = {

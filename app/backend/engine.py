@@ -29,7 +29,14 @@ log = logging.getLogger(__name__)
 FAMILY_LOADERS: dict[str, str] = {
     "tiny": "app.backend.models.tiny.family:load_tiny_family",
 }
-"""``model_family`` -> ``module:function()`` returning a :class:`ModelFamily` (called in a thread)."""
+"""``model_family`` -> ``module:function(options)`` returning a :class:`ModelFamily` (called in a
+thread; ``options``: :func:`family_options`)."""
+
+
+def family_options(config: Any) -> dict[str, Any]:
+    """What the deploy config tells the family's loader: ``batch_replies``, the replies the Thinker
+    writes at once, is Stage 0's ``max_num_seqs`` (vLLM's meaning: sequences batched together)."""
+    return {"batch_replies": int(config.stage(0).max_num_seqs)}
 
 
 class FamilyUnavailable(RuntimeError):
@@ -50,7 +57,7 @@ def load_family(config: Any) -> ModelFamily:
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
         raise FamilyUnavailable(f"model_family '{config.model_family}' needs packages that are missing: {exc}") from exc
-    return getattr(mod, fn_name)()
+    return getattr(mod, fn_name)(family_options(config))
 
 
 class Engine:
@@ -90,6 +97,8 @@ class Engine:
         self.pipeline.start()
         if self.family.core_use is not None:
             self.metrics.watch_cores(self.family.core_use)
+        if self.family.reply_batch_stats is not None:
+            self.metrics.watch_reply_batch(self.family.reply_batch_stats)
         caps = self.family.capabilities
         detector = cfg.turn_policy.detector
         if detector not in caps.turn_detectors:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
@@ -116,6 +116,13 @@ class EngineMetrics:
         ``priority`` and ``work``."""
         self.registry.register(_CoreUseCollector(core_use))
 
+    def watch_reply_batch(self, stats: Callable[[], Any]) -> None:
+        """Export the Thinker's cross-session reply batching (a family's ``reply_batch_stats``, e.g.
+        :meth:`~app.backend.models.tiny.reply_batch.ReplyBatcher.stats`): ``omni_thinker_batch_*``
+        (steps, replies, tokens, the largest batch, seconds waited and computed) and
+        ``omni_thinker_batch_steps_by_size{size}``."""
+        self.registry.register(_ReplyBatchCollector(stats))
+
     def watch_turn_scorer(self, scorer: Any, kind: str = "acoustic") -> None:
         """Export a shared end-of-turn scorer's batching counters (``scorer.stats()``):
         ``omni_turn_detector_*`` for the acoustic model, ``omni_turn_text_model_*`` for ``kind="text"``."""
@@ -146,3 +153,27 @@ class _CoreUseCollector(Collector):
             wait.add_metric([priority, work], use.wait_s)
             hold.add_metric([priority, work], use.hold_s)
         yield from (calls, wait, hold)
+
+
+class _ReplyBatchCollector(Collector):
+    """``omni_thinker_batch_*`` read from a reply batcher's ``stats()`` at each scrape."""
+
+    def __init__(self, stats: Callable[[], Any]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Any]:
+        st = self._stats()
+        for name, doc, value in (
+                ("steps", "Decode steps (one llama_decode each)", st.steps),
+                ("replies", "Replies written", st.replies),
+                ("tokens", "Tokens written", st.tokens),
+                ("wait_seconds", "Seconds replies waited for their first token (prompt included)", st.wait_s),
+                ("compute_seconds", "Seconds in decode steps", st.compute_s)):
+            yield CounterMetricFamily(f"omni_thinker_batch_{name}", f"Thinker reply batching: {doc}", value=value)
+        yield GaugeMetricFamily("omni_thinker_batch_max_size", "Thinker reply batching: most replies in one step",
+                                value=st.max_batch)
+        by_size = CounterMetricFamily("omni_thinker_batch_steps_by_size",
+                                      "Thinker reply batching: decode steps by replies in the step", labels=["size"])
+        for size, n in sorted(st.batch_sizes.items()):
+            by_size.add_metric([str(size)], n)
+        yield by_size

@@ -249,6 +249,10 @@ class ModelFamily:
             ``{(priority, work): use}`` with ``use.calls``, ``use.wait_s`` and ``use.hold_s``
             (``tiny``: :meth:`~app.backend.models.tiny.runtime.CoreLock.stats`); None when the
             family does not take turns on the cores (``/metrics`` then has no ``omni_cores_*``).
+        reply_batch_stats: returns the Thinker's cross-session reply batching counters (``steps``,
+            ``replies``, ``tokens``, ``max_batch``, ``batch_sizes``, ``wait_s``, ``compute_s``: ``tiny``'s
+            :class:`~app.backend.models.tiny.reply_batch.BatchStats`); None when replies are written
+            one at a time.
     """
 
     capabilities: FamilyCapabilities
@@ -259,3 +263,4 @@ class ModelFamily:
     turn_scorer: Callable[[], Any] | None = None
     text_turn_scorer: Callable[[], Any] | None = None
     core_use: Callable[[], dict[tuple[str, str], Any]] | None = None
+    reply_batch_stats: Callable[[], Any] | None = None

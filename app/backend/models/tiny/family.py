@@ -280,6 +280,8 @@ def load_tiny_family(config: dict | None = None) -> ModelFamily:
     family.turn_scorer = _shared_scorer(_smart_turn_scorer)
     family.text_turn_scorer = _shared_scorer(_text_turn_scorer)
     family.core_use = CORES.stats
+    if thinker.llm.batcher is not None:
+        family.reply_batch_stats = thinker.llm.batcher.stats
     return family
 
 
