@@ -141,3 +141,34 @@ def test_words_that_plainly_end_end_the_turn_at_the_confident_silence(cfg, clip)
     det = LearnedTurnDetector(SileroVad(), sentence_end)
     checks, _ = decide(det, clip, 0.01, "I would like to book a table.", None)
     assert checks[-1] == late and first < late and det.last_outcome == "complete"
+
+
+def test_a_question_closed_on_a_stranded_preposition_is_left_to_the_text_model(cfg, clip):
+    # "Where are you from?" ends on a word the word list calls dangling: with the text model's
+    # score it ends when the acoustic model agrees, not at the longer cap
+    det = LearnedTurnDetector(SileroVad(), cfg)
+    checks, _ = decide(det, clip, 0.99, "Where are you from?", 0.7)
+    assert checks == [0] and det.last_outcome == "complete"
+    # the text model still holds a fragment Whisper closed with a question mark
+    det = LearnedTurnDetector(SileroVad(), cfg)
+    decide(det, clip, 0.99, "Can you remind me to?", 0.001)
+    assert det.last_outcome == "cap"
+    # without a text model's score the word list decides, as before
+    det = LearnedTurnDetector(SileroVad(), cfg)
+    decide(det, clip, 0.99, "Where are you from?", None)
+    assert det.last_outcome == "cap"
+    # other dangling words stay unfinished whatever the text model says
+    for text in ("Can I have the?", "What is?"):
+        det = LearnedTurnDetector(SileroVad(), cfg)
+        decide(det, clip, 0.99, text, 0.7)
+        assert det.last_outcome == "cap", text
+
+
+def test_the_text_model_calls_questions_on_stranded_prepositions_finished(lm, cfg):
+    finished = ["Where are you from?", "What is it made of?", "What are you looking at?",
+                "Which one should I go for?"]
+    fragments = ["Can you remind me to", "Could you tell me about", "I would like to book a table for"]
+    scores = lm.predict(finished + fragments)
+    threshold = cfg.smart_turn_completion_threshold
+    assert all(s >= threshold for s in scores[: len(finished)]), list(zip(finished, scores, strict=False))
+    assert all(s < threshold for s in scores[len(finished):]), list(zip(fragments, scores[len(finished):], strict=False))

@@ -49,7 +49,11 @@ from app.backend.turns.detector import (
     TurnSignal,
 )
 from app.backend.turns.silence import SilenceTurnDetector
-from app.backend.turns.text_cues import ends_sentence, unfinished
+from app.backend.turns.text_cues import (
+    ends_on_stranded_preposition,
+    ends_sentence,
+    unfinished,
+)
 from app.constants import INPUT_SAMPLE_RATE_HZ
 
 MIN_HARD_CAP_MS: Final[float] = 2000.0
@@ -185,7 +189,9 @@ class LearnedTurnDetector(TurnDetector):
         end-of-turn model's probability that its words end there (None: not scored).
 
         With a transcript, an utterance that trails off (:func:`~app.backend.turns.text_cues.unfinished`:
-        "... remind me to"), or whose ``text_end`` is below ``smart_turn_completion_threshold``
+        "... remind me to"; with a ``text_end`` score, not a sentence closed on a word sentences end on,
+        :func:`~app.backend.turns.text_cues.ends_on_stranded_preposition`: "Where are you from?"), or whose
+        ``text_end`` is below ``smart_turn_completion_threshold``
         ("I would like to book a table"), keeps listening whatever the acoustic model says (the
         hard cap still ends it); one that ends a sentence needs only ``smart_turn_sentence_threshold``,
         and none at all after ``smart_turn_sentence_end_ms`` of silence (``smart_turn_confident_end_ms``
@@ -201,8 +207,13 @@ class LearnedTurnDetector(TurnDetector):
         self._awaiting, self._held = None, 0
         self._text = text if text is not None else self._text
         threshold = self._thresholds[req.check]
+        # A sentence closed on a word English sentences may end on ("Where are you from?") is left to
+        # the text model when it scored it: the word list alone kept such questions open to the cap.
+        by_words = unfinished(text) if text is not None else False
+        if by_words and text_end is not None and ends_on_stranded_preposition(text):
+            by_words = False
         self._words_go_on = text is not None and (
-            unfinished(text) or (text_end is not None and text_end < self._completion_threshold))
+            by_words or (text_end is not None and text_end < self._completion_threshold))
         if self._words_go_on:
             threshold = float("inf")
         elif text is not None and ends_sentence(text):

@@ -17,6 +17,13 @@ DANGLING_WORDS: Final[frozenset[str]] = frozenset(["a", "an", "the", "to", "of",
 """Words after which an English utterance is almost never finished (articles, prepositions,
 conjunctions, auxiliaries, determiners, intensifiers, fillers)."""
 
+STRANDED_PREPOSITIONS: Final[frozenset[str]] = frozenset(["to", "of", "in", "on", "at", "for", "with", "from", "by",
+                                                        "about", "into", "onto", "over", "under", "like"])
+"""The dangling words English questions end on often, left stranded by the question word: "Where are
+you from?", "What is the weather like?", "Who did you go with?". (Not auxiliaries: "What is?" is a
+fragment far more often than a question; on the turn-taking test split, letting the text model judge
+them ended "What is, uh, the name of ..." at its first pause.)"""
+
 _WORD = re.compile(r"[A-Za-z']+")
 
 
@@ -35,6 +42,19 @@ def unfinished(text: str) -> bool:
         return True
     word = last_word(t)
     return word is not None and word in DANGLING_WORDS
+
+
+def ends_on_stranded_preposition(text: str) -> bool:
+    """Whether ``text`` closes a sentence (``.``, ``?``, ``!``) on a preposition a question leaves
+    stranded ("Where are you from?": :data:`STRANDED_PREPOSITIONS`).
+    Such a transcript is not :func:`unfinished` by its words alone: a language model that reads it
+    can tell "Where are you from?" (finished) from "Can you remind me to?" (Whisper's question mark
+    on a fragment)."""
+    t = text.strip()
+    if not t.endswith((".", "?", "!")) or t.endswith(("...", "\u2026")):
+        return False
+    word = last_word(t)
+    return word is not None and word in STRANDED_PREPOSITIONS
 
 
 def ends_sentence(text: str) -> bool:
