@@ -93,6 +93,15 @@ SLOT_S = 8.0
 VAD_WINDOW_S = 0.032
 """The tiny family's Silero VAD window, 512 samples at 16 kHz (``app/backend/models/tiny/vad.py``)."""
 
+STRANDED_QUESTIONS = [
+    ("from", "Where are you from?"),
+    ("like", "What is the weather like?"),
+    ("with", "Who did you go with?"),
+    ("of", "What is it made of?"),
+]
+"""``--question-set stranded``: questions that end on a preposition (the word list alone held them open
+to ``max_unfinished_pause_ms`` before 2026-12-07)."""
+
 QUESTIONS = [
     ("capital", "What is the capital of France?"),
     ("planets", "How many planets are there in our solar system?"),
@@ -379,7 +388,10 @@ async def run_concurrency_level(url: str, k: int, seconds: float, inputs: list[d
     t0 = time.monotonic()
     sessions = await asyncio.gather(*(concurrency_session(url, pcm, qs, i) for i, (pcm, qs) in enumerate(plans)))
     wall = time.monotonic() - t0
-    cores = C.core_use_delta(before, await asyncio.to_thread(C.scrape_metrics, url))
+    after = await asyncio.to_thread(C.scrape_metrics, url)
+    cores = C.core_use_delta(before, after)
+    batching = {key.removeprefix("omni_thinker_batch_"): value - before.get(key, 0.0) for key, value in after.items()
+                if key.startswith("omni_thinker_batch_") and "max_size" not in key}
     ok = all(s.get("stays_real_time") for s in sessions)
     lags = [u["lag_ms"] for s in sessions for u in s.get("units", []) if u["lag_ms"] is not None]
     reply = [r["latency_ms"] for s in sessions for r in s.get("replies", [])]
@@ -394,6 +406,7 @@ async def run_concurrency_level(url: str, k: int, seconds: float, inputs: list[d
         "questions": len(reply),
         "unanswered": sum(1 for r in reply if r is None),
         "cores": cores,
+        "thinker_batching": batching,
         "sessions": sessions,
     }
     print(f"[duplex] (b){label} K={k}: {'all real time' if ok else 'NOT real time'}; unit_metrics lag p50 "
@@ -593,6 +606,8 @@ def main(argv: list[str] | None = None) -> int:
                    "servers, one after the other")
     p.add_argument("--detector", default=None, help="turn_policy.detector for this tree's servers (silence also "
                    "sets resume_window_ms 0: the old policy); default: configs/tiny.yaml's")
+    p.add_argument("--question-set", default="default", choices=("default", "stranded"),
+                   help="(a) the questions: default (QUESTIONS) or stranded (STRANDED_QUESTIONS)")
     p.add_argument("--units", default="1000,500", help="(a) unit lengths to run, e.g. 1000")
     p.add_argument("--result-name", default="duplex", help="results/<name>.json (default duplex); e.g. "
                    "duplex_silence for a run with --detector silence beside the default one")
@@ -619,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
     result["turn_policy_overrides"] = dict(TURN_POLICY)
     metrics: list[dict[str, Any]] = []
     notes: list[str] = []
-    inputs = [speech_input(k, t) for k, t in QUESTIONS]
+    inputs = [speech_input(k, t) for k, t in (STRANDED_QUESTIONS if args.question_set == "stranded" else QUESTIONS)]
     long_inputs = [speech_input(k, t) for k, t in LONG_QUESTIONS]
     interruption = speech_input(*INTERRUPTION)
     result["inputs"] = {"questions": [public(x) for x in inputs], "barge_in_questions": [public(x) for x in long_inputs],
@@ -688,7 +703,9 @@ def main(argv: list[str] | None = None) -> int:
             }
             lat = block["summary"]["latency_ms"]
             unit_ms = int(unit.split("-")[0])
-            label = f"{unit_ms} ms units" + (f", baseline {block.get('git')}" if "-baseline" in unit else "")
+            label = f"{unit_ms} ms units" + (", questions ending on a preposition"
+                                              if args.question_set == "stranded" else "") + \
+                (f", baseline {block.get('git')}" if "-baseline" in unit else "")
             metrics.append(C.metric(
                 f"latency_p50_{unit}", f"Speech end -> first audio delta, {label}, p50",
                 lat["p50"], "ms", "<=", TARGET_LATENCY_P50_MS[unit_ms], n=lat["n"],

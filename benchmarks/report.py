@@ -139,11 +139,26 @@ REGISTRY: list[Bench] = [
           ".venv/bin/python benchmarks/bench_duplex.py --parts a --units 1000 --n 20",
           (Pick("duplex_floor_check", ("p50",), _floor,
                 "its load came from bench_floor's run a minute before, same session, machine otherwise idle (its "
-                "notes)"),), history=("duplex*",), brief=rb.brief_duplex,
-          gaps=(("Concurrent sessions that stay real time: the latest runs (`duplex_k6`, `duplex_k6_base`, "
-                "2026-12-02) started on a busy machine (load ~2.1 on 2 cores) and tried only K=1 and 6; "
-                "`duplex.json`'s K=6 pass (2026-12-01) predates the text end-of-turn model."),
-                "Realtime barge-in stop time: `duplex.json` (2026-12-01) predates the overlap reads; see `turns`.")),
+                "notes)"),
+           Pick("duplex_stranded", ("preposition, p50", "preposition, baseline"), note="questions that end on a preposition (`--question-set stranded`), "
+                                                   "this tree beside 6e974a1, paired sample by sample")),
+          history=("duplex*",), brief=rb.brief_duplex,
+          gaps=("Realtime barge-in stop time: `duplex.json` (2026-12-01) predates the overlap reads; see `turns`.",)),
+    Bench("concurrency", "Several sessions at once",
+          "K realtime sessions streaming at real time on one server, a question every 8 s each: first audio "
+          "per K beside K=1, units on time, and where the model calls waited for the cores; this tree beside a "
+          "baseline tree in one run.",
+          ".venv/bin/python benchmarks/bench_duplex.py --parts b --k 1,4,6 --baseline-tree /work/wt-base "
+          "--result-name duplex_k_batch",
+          (Pick("duplex_k_batch", ("=First audio p95 at K=4 / at K=1", "=First audio p95 at K=6 / at K=1",
+                                   "=First audio p95 at K=4 / at K=1 (baseline)",
+                                   "=First audio p95 at K=6 / at K=1 (baseline)")),
+           Pick("duplex_batch_k1", ("units, p50",), note="one session: the batched tree beside the baseline, "
+                                                         "paired sample by sample")),
+          history=("duplex_k*", "duplex_batch*"), brief=rb.brief_concurrency),
+    plugin("batching", "Batching model calls across sessions", "bench_batching.py", "batching",
+           "What one call on N items of each kind (Thinker token, Smart Turn, Whisper encoder, Code2Wav) costs on "
+           "these cores, against N calls."),
     Bench("page", "Browser page: ear-to-ear",
           "The WebRTC page in Chromium with a fake microphone: end of the question -> the answer audible in the "
           "page (one clock), where the time goes, and barge-in (onset -> silence in the page).",
@@ -220,7 +235,7 @@ REGISTRY: list[Bench] = [
 """Every benchmark, in the order of ``BENCHMARKS.md``."""
 
 VERDICTS: dict[str, str] = {
-    "duplex_k6": "busy machine: 1-min load 2.1 at start on 2 cores",
+    "duplex_k6": "busy machine: 1-min load 2.1 at start on 2 cores; session offsets not aligned to VAD windows",
     "duplex_k6_base": "busy machine: 1-min load 2.2 at start on 2 cores",
     "duplex_first_chunk": "older code; the machine was ~30 % slower that session (its notes)",
     "duplex_check": "older code; a check of the machine, ~30 % slower that session (its notes)",
