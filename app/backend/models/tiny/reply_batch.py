@@ -9,10 +9,11 @@ them per token). A reply that arrives while others are written joins at the next
 gathering window, so a reply alone waits for nothing. A reply whose caller stopped reading (the
 session was cancelled, a barge-in, the text is complete) leaves the batch at the next step.
 
-Why it pays on this CPU: a decode step of Gemma 3 270M (Q4_K_M) on 2 cores costs ~12 ms for one
-sequence, ~23 ms for 2, ~26 ms for 3, ~29 ms for 4 and ~48 ms for 6 (per token: 12, 11.3, 8.8, 7.3
-and 8.1 ms: ``benchmarks/bench_thinker_batch.py``), so three or more
-replies written at once cost up to 1.7x less than one after another; two gain little.
+Why it pays on this CPU: a decode step of Gemma 3 270M (Q4_K_M) on 2 cores costs ~14 ms per token
+for one reply, 13.4 for 2, 9.9 for 3, 8.4 for 4 and 8.5 for 6 (``benchmarks/bench_batching.py``,
+``results/batching.json``): two replies at once gain little, three or more up to 1.6x. Four
+replies at once are written in ~0.8x the time of one after another (most of a short reply is its
+prompt's evaluation, which costs the same batched or not).
 
 Each sequence keeps the tokens its KV cache holds; a new reply takes the free sequence that shares
 the longest prefix with its prompt (a session's next prompt extends its last one) and evaluates only
