@@ -189,7 +189,7 @@ REGISTRY: list[Bench] = [
           "live sessions: premature takeovers, missed turns, false stops, barge-in success.",
           ".venv/bin/python benchmarks/bench_turns.py --detectors smart_turn --categories backchannel,barge_in "
           "--per-category 30 --split test",
-          (Pick("turns_urgent_reads", ("[smart_turn] backchannel", "[smart_turn] barge-in")),
+          (Pick("turns_resume_release", ("[smart_turn] backchannel", "[smart_turn] barge-in")),
            Pick("turns_nonspeech", ("[smart_turn] replies",))),
           history=("turns*",), brief=rb.brief_turns),
     Bench("turn_decisions", "End-of-turn decisions replayed offline",
@@ -251,6 +251,7 @@ VERDICTS: dict[str, str] = {
     "turns_stop_words_v1": "a first version not kept (its notes); `turns_stop_words` replaced it",
     "turns_stop_words": "older code (35dbe37) on other generated dialogues (its dataset sha256); `turns_urgent_reads` replaced it",
     "turn_decisions_dev": "the tuning split: the test split is the figure",
+    "turns_urgent_reads": "older code (1026119 beside 23230bd); `turns_resume_release` replaced it (same dialogues)",
 }
 """Why a result file is history (or only partly current); files not listed are older runs of their benchmark."""
 

@@ -97,7 +97,10 @@ class TurnRouter:
         if sig.kind == "speech_started":
             if self._turns.resumes(sig.at_sample, self._resume_window):
                 r0 = replies.active
-                if r0 is None or not r0.clock.started:
+                # the user was already talking again when the reply's first audio went out (its onset
+                # comes before the release in media time; the input was held for an end-of-turn score
+                # meanwhile): nobody heard it, and no echo of it can come first
+                if r0 is None or not r0.clock.started or sig.at_sample < r0.clock.speak_sample:
                     self._resume_turn(sig)
                     return
                 # its audio is already out: the reply runs on as any reply the user talks over (a soft
@@ -256,7 +259,8 @@ class TurnRouter:
             self._turns.defer(item_id, self._turns.joined(utt))
 
     def _resume_turn(self, sig: TurnSignal) -> None:
-        """The user went on right after a turn end, before any of the reply was heard: that end was
+        """The user went on right after a turn end, before any of the reply was heard (or began to speak
+        before its first audio was released): that end was
         wrong. The reply to the fragment is dropped (cancelled, ``user_resumed``, if it was already
         open; taken out of the history if it had already finished), and the utterance now starting
         joins the fragment: the next reply answers the whole of it. (Once the reply's audio is out,
