@@ -390,8 +390,9 @@ async def run_concurrency_level(url: str, k: int, seconds: float, inputs: list[d
     wall = time.monotonic() - t0
     after = await asyncio.to_thread(C.scrape_metrics, url)
     cores = C.core_use_delta(before, after)
-    batching = {key.removeprefix("omni_thinker_batch_"): value - before.get(key, 0.0) for key, value in after.items()
-                if key.startswith("omni_thinker_batch_") and "max_size" not in key}
+    batching = {name.removeprefix("omni_thinker_batch_") + "".join(f"{{{k}={v}}}" for k, v in labels):
+                value - before.get((name, labels), 0.0) for (name, labels), value in after.items()
+                if name.startswith("omni_thinker_batch_") and "max_size" not in name}
     ok = all(s.get("stays_real_time") for s in sessions)
     lags = [u["lag_ms"] for s in sessions for u in s.get("units", []) if u["lag_ms"] is not None]
     reply = [r["latency_ms"] for s in sessions for r in s.get("replies", [])]

@@ -613,9 +613,13 @@ def detect_speech_start_ms(pcm16: bytes, sample_rate_hz: int = 16_000) -> float 
     return start(pcm16, sample_rate_hz)
 
 
-def scrape_metrics(base_url: str, prefix: str = "omni_") -> dict[str, float]:
-    """A server's ``GET /metrics`` as ``{"name{label=value,...}": value}`` for the samples whose
-    name starts with ``prefix`` (prometheus_client's text parser; a 404 or no server gives ``{}``)."""
+Sample = tuple[str, tuple[tuple[str, str], ...]]
+"""A Prometheus sample's name and its sorted ``(label, value)`` pairs."""
+
+
+def scrape_metrics(base_url: str, prefix: str = "omni_") -> dict[Sample, float]:
+    """A server's ``GET /metrics`` as ``{(name, labels): value}`` for the samples whose name starts
+    with ``prefix`` (prometheus_client's text parser; a 404 or no server gives ``{}``)."""
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -625,36 +629,29 @@ def scrape_metrics(base_url: str, prefix: str = "omni_") -> dict[str, float]:
         return {}
     if r.status_code != 200:
         return {}
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(r.text):
-        for sample in family.samples:
-            if sample.name.startswith(prefix):
-                labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
-                out[f"{sample.name}{{{labels}}}"] = sample.value
-    return out
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(r.text) for s in family.samples if s.name.startswith(prefix)}
 
 
-def core_use_delta(before: dict[str, float], after: dict[str, float]) -> list[dict[str, Any]]:
+CORE_FIELDS = {"omni_cores_calls_total": "calls", "omni_cores_wait_seconds_total": "wait_s",
+               "omni_cores_hold_seconds_total": "hold_s"}
+"""``omni_cores_*`` counters -> the :func:`core_use_delta` row field they fill."""
+
+
+def core_use_delta(before: dict[Sample, float], after: dict[Sample, float]) -> list[dict[str, Any]]:
     """What each kind of model call took of the cores between two :func:`scrape_metrics` of one
     server (``omni_cores_*``): rows ``{priority, work, calls, wait_s, hold_s, wait_ms_mean}``,
     most waiting first; ``[]`` for a server without these metrics."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for key, value in after.items():
-        name, _, labels = key.partition("{")
-        field = {"omni_cores_calls_total": "calls", "omni_cores_wait_seconds_total": "wait_s",
-                 "omni_cores_hold_seconds_total": "hold_s"}.get(name)
-        if field is None:
-            continue
-        lab = dict(kv.split("=", 1) for kv in labels.rstrip("}").split(",") if "=" in kv)
-        row = rows.setdefault((lab.get("priority", ""), lab.get("work", "")),
-                              {"priority": lab.get("priority"), "work": lab.get("work")})
-        row[field] = value - before.get(key, 0.0)
-    out = []
+    rows: dict[tuple[str, ...], dict[str, Any]] = {}
+    for (name, labels), value in after.items():
+        if name in CORE_FIELDS:
+            lab = dict(labels)
+            row = rows.setdefault(labels, {"priority": lab.get("priority"), "work": lab.get("work")})
+            row[CORE_FIELDS[name]] = value - before.get((name, labels), 0.0)
     for row in rows.values():
         calls = row.get("calls", 0.0)
         row["wait_ms_mean"] = 1000.0 * row.get("wait_s", 0.0) / calls if calls else None
-        out.append(row)
-    return sorted(out, key=lambda r: -r.get("wait_s", 0.0))
+    return sorted(rows.values(), key=lambda r: -r.get("wait_s", 0.0))
 
 
 def round_floats(obj: Any, ndigits: int = 4) -> Any:

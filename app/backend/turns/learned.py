@@ -189,7 +189,7 @@ class LearnedTurnDetector(TurnDetector):
         end-of-turn model's probability that its words end there (None: not scored).
 
         With a transcript, an utterance that trails off (:func:`~app.backend.turns.text_cues.unfinished`:
-        "... remind me to"; with a ``text_end`` score, not a sentence closed on a word sentences end on,
+        "... remind me to"; with a ``text_end`` score, not a question closed on a stranded preposition,
         :func:`~app.backend.turns.text_cues.ends_on_stranded_preposition`: "Where are you from?"), or whose
         ``text_end`` is below ``smart_turn_completion_threshold``
         ("I would like to book a table"), keeps listening whatever the acoustic model says (the
@@ -207,11 +207,10 @@ class LearnedTurnDetector(TurnDetector):
         self._awaiting, self._held = None, 0
         self._text = text if text is not None else self._text
         threshold = self._thresholds[req.check]
-        # A sentence closed on a word English sentences may end on ("Where are you from?") is left to
-        # the text model when it scored it: the word list alone kept such questions open to the cap.
-        by_words = unfinished(text) if text is not None else False
-        if by_words and text_end is not None and ends_on_stranded_preposition(text):
-            by_words = False
+        # A question closed on a stranded preposition ("Where are you from?") is left to the text
+        # model when it scored it: the word list alone kept such questions open to the cap.
+        by_words = text is not None and unfinished(text) and not (
+            text_end is not None and ends_on_stranded_preposition(text))
         self._words_go_on = text is not None and (
             by_words or (text_end is not None and text_end < self._completion_threshold))
         if self._words_go_on:

@@ -51,16 +51,18 @@ def ends_on_stranded_preposition(text: str) -> bool:
     can tell "Where are you from?" (finished) from "Can you remind me to?" (Whisper's question mark
     on a fragment)."""
     t = text.strip()
-    if not t.endswith((".", "?", "!")) or t.endswith(("...", "\u2026")):
-        return False
-    word = last_word(t)
-    return word is not None and word in STRANDED_PREPOSITIONS
+    return _closes_sentence(t) and last_word(t) in STRANDED_PREPOSITIONS
 
 
 def ends_sentence(text: str) -> bool:
     """Whether ``text`` ends a sentence (``.``, ``?``, ``!``) on a content word."""
     t = text.strip()
-    return bool(t) and t.endswith((".", "?", "!")) and not t.endswith("...") and not unfinished(t.rstrip(".?!"))
+    return _closes_sentence(t) and not unfinished(t.rstrip(".?!"))
+
+
+def _closes_sentence(t: str) -> bool:
+    """Whether stripped ``t`` ends with ``.``, ``?`` or ``!`` (an ellipsis does not)."""
+    return t.endswith((".", "?", "!")) and not t.endswith("...")
 
 
 BACKCHANNEL_WORDS: Final[frozenset[str]] = frozenset([

@@ -31,6 +31,7 @@ end-of-generation token ends it. Greedy replies are the same tokens alone or bat
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import random
@@ -216,8 +217,7 @@ class ReplyBatcher:
     def stats(self) -> BatchStats:
         """A snapshot of :class:`BatchStats`."""
         with self._stats_lock:
-            s = self._stats
-            return BatchStats(s.steps, s.replies, s.tokens, s.max_batch, dict(s.batch_sizes), s.wait_s, s.compute_s)
+            return dataclasses.replace(self._stats, batch_sizes=dict(self._stats.batch_sizes))
 
     def close(self) -> None:
         """Stop the thread; replies being written end with an error."""
@@ -346,19 +346,15 @@ class ReplyBatcher:
             return True
         r.completion.append(token)
         text = self._text(r)
-        if len(r.completion) >= r.sampling.max_tokens:
-            hit = [text.index(s) for s in r.sampling.stop if s in text]
-            if hit:
-                r.out.put((text[r.returned : min(hit)], "stop"))
-            else:
-                r.out.put((text[r.returned :], "length"))
-            return True
-        if text.endswith("\ufffd"):  # an incomplete UTF-8 character so far: wait for the rest
-            return False
         hit = [text.index(s) for s in r.sampling.stop if s in text]
         if hit:
             r.out.put((text[r.returned : min(hit)], "stop"))
             return True
+        if len(r.completion) >= r.sampling.max_tokens:
+            r.out.put((text[r.returned :], "length"))
+            return True
+        if text.endswith("\ufffd"):  # an incomplete UTF-8 character so far: wait for the rest
+            return False
         held = max((i for s in r.sampling.stop for i in range(min(len(s), len(text) - r.returned), 0, -1)
                     if text.endswith(s[:i])), default=0)
         upto = len(text) - held
