@@ -87,17 +87,52 @@ def test_short_window_gives_the_30_s_windows_words(whisper, clips, monkeypatch):
     assert sum(w not in heard for w in said) <= 2, short[3]
 
 
+def _count_30s(whisper: WhisperAsr, m) -> list[int]:
+    """Record each use of the 30 s path (it still runs)."""
+    calls: list[int] = []
+    real = whisper._transcribe_30s
+    m.setattr(whisper, "_transcribe_30s", lambda x: calls.append(1) or real(x))
+    return calls
+
+
 @pytest.mark.slow
-def test_a_suspect_short_decode_is_redone_on_the_30_s_path(whisper, clips, monkeypatch):
-    expected = _full_path(whisper, clips[0], monkeypatch)
-    calls = []
+def test_a_decode_suspect_in_one_window_only_is_decoded_again_in_a_longer_one(whisper, clips, monkeypatch):
+    """"Stop. Stop." for "Stop.": the padding's repetition, gone in a window with more silence; no 30 s path."""
+    expected = whisper.transcribe(clips[0])
+    judged: list[str] = []
     with monkeypatch.context() as m:
-        m.setattr(asr_mod, "is_repeated", lambda text: calls.append(text) or True)
+        m.setattr(asr_mod, "is_repeated", lambda text: judged.append(text) or len(judged) == 1)
+        calls = _count_30s(whisper, m)
+        assert _words(whisper.transcribe(clips[0])) == _words(expected)
+    assert len(judged) == 2 and not calls  # the first decode was suspect, the second was not
+
+
+@pytest.mark.slow
+def test_a_repetition_heard_in_both_windows_is_kept_without_the_30_s_path(whisper, speech_dir, monkeypatch):
+    """"No, no, no." is said so: both windows hear the repetition, and it is the transcript."""
+    x, _ = sf.read(str(espeak_wav("No, no, no.", speech_dir / "no-no-no.wav", rate_wpm=150)), dtype="float32")
+    with monkeypatch.context() as m:
+        calls = _count_30s(whisper, m)
+        text = whisper.transcribe(x)
+    assert is_repeated(text) and _words(text)[0] == "no", text
+    assert not calls
+
+
+@pytest.mark.slow
+def test_decodes_that_stay_suspect_are_redone_on_the_30_s_path(whisper, clips, monkeypatch):
+    expected = _full_path(whisper, clips[0], monkeypatch)
+    with monkeypatch.context() as m:  # repeated in both windows, but not the same words: the 30 s path
+        words = iter([["a"], ["b"]])
+        m.setattr(asr_mod, "is_repeated", lambda text: True)
+        m.setattr(asr_mod, "_words", lambda text: next(words))
+        calls = _count_30s(whisper, m)
         assert whisper.transcribe(clips[0]) == expected
-    assert len(calls) == 1  # the short decode was made, judged suspect, and replaced
+    assert len(calls) == 1
     with monkeypatch.context() as m:
         m.setattr(asr_mod, "max_decode_tokens", lambda duration_s: 5)  # every short decode hits the limit
+        calls = _count_30s(whisper, m)
         assert whisper.transcribe(clips[0]) == expected
+    assert len(calls) == 1
 
 
 @pytest.mark.slow

@@ -17,9 +17,13 @@ seconds, so utterances up to ``MAX_SHORT_WINDOW_S - TRAILING_SILENCE_S`` are enc
 window of the utterance plus at least :data:`TRAILING_SILENCE_S` of silence, rounded up to
 :data:`WINDOW_STEP_S` (CTranslate2's ``Whisper.encode`` takes any even frame count), then decoded
 greedily with CTranslate2's ``generate``. With too little trailing silence Whisper repeats the
-text to fill the window (2-3 s: 3 of 42 clips; 4-5 s: none), so a decode that looks repeated
-or runs past :func:`max_decode_tokens` is redone on the 30 s path. Measured on 42 synthesized
-questions (1.1-4.5 s): ~150 ms instead of ~430 ms (with 5 s steps; 1 s steps save ~50 ms more). Longer audio takes faster-whisper's path.
+text to fill the window (2-3 s: 3 of 42 clips; 4-5 s: none). A decode that looks repeated
+("Stop. Stop.") or runs past :func:`max_decode_tokens` is decoded again in a window
+:data:`RETRY_EXTRA_SILENCE_S` longer: a repetition heard in both windows is in the audio ("No,
+no.", "Wait, wait, wait."), one heard in the first window only was its padding's; a second decode
+that still runs past the limit, or repeats words the first did not, is redone on the 30 s path.
+Measured on 42 synthesized questions (1.1-4.5 s): ~150 ms instead of ~430 ms (with 5 s steps; 1 s
+steps save ~50 ms more). Longer audio takes faster-whisper's path.
 """
 
 from __future__ import annotations
@@ -61,6 +65,14 @@ fallback to 30 s in either)."""
 
 TRAILING_SILENCE_S: Final[float] = 5.0
 """Silence after the speech in a short window, seconds (stops Whisper repeating the text)."""
+
+RETRY_EXTRA_SILENCE_S: Final[int] = 4
+"""A suspect short decode is decoded again in a window this many seconds longer (before the 30 s
+path). Measured on the words said over a reply in ``bench_turns``' test split (the first 320-800
+ms of "Stop, stop, stop.", "Sorry, ...", "mm-hm" ...; ``docs/turn-taking.md``): 34 of 150 short
+decodes looked repeated; the second window agreed with the 30 s path's words on 27 of them (the
+same window with a repetition penalty on 22), took ~210 ms instead of ~1.1 s, and sent 1 to the 30
+s path."""
 
 MAX_SHORT_WINDOW_S: Final[int] = 25
 """Longest short window, seconds; longer audio uses faster-whisper's 30 s windows."""
@@ -184,25 +196,42 @@ class WhisperAsr:
                 text = self._transcribe_window(x, window_s, prev)
                 if text is not None:
                     return text
-            segments, _info = self._model.transcribe(
-                x,
-                language=LANGUAGE,
-                task="transcribe",
-                beam_size=self._beam_size,
-                vad_filter=False,
-                condition_on_previous_text=False,
-                without_timestamps=True,
-                temperature=0.0,
-            )
-            return " ".join(" ".join(s.text.split()) for s in segments).strip()
+            return self._transcribe_30s(x)
+
+    def _transcribe_30s(self, x: np.ndarray) -> str:
+        """faster-whisper's own path: 30 s windows, no previous text."""
+        segments, _info = self._model.transcribe(
+            x,
+            language=LANGUAGE,
+            task="transcribe",
+            beam_size=self._beam_size,
+            vad_filter=False,
+            condition_on_previous_text=False,
+            without_timestamps=True,
+            temperature=0.0,
+        )
+        return " ".join(" ".join(s.text.split()) for s in segments).strip()
 
 
     def _transcribe_window(self, x: np.ndarray, window_s: int, context: str = "") -> str | None:
-        """Encode ``x`` padded with silence to ``window_s`` seconds, decode greedily (after
-        ``context`` as the previous text, when given).
+        """Transcript of ``x`` from short windows (module docstring): ``window_s`` seconds, and
+        when that decode is suspect (:func:`is_repeated`, or the token limit reached) again in
+        ``window_s + RETRY_EXTRA_SILENCE_S``.
 
-        Returns None when the decode is suspect (repeated text, or the token limit reached).
+        Returns None when the decodes stay suspect (the caller takes the 30 s path).
         """
+        text, at_limit = self._decode_window(x, window_s, context)
+        if not at_limit and not is_repeated(text):
+            return text
+        again, at_limit = self._decode_window(x, window_s + RETRY_EXTRA_SILENCE_S, context)
+        if at_limit or (is_repeated(again) and _words(again) != _words(text)):
+            return None
+        return again
+
+    def _decode_window(self, x: np.ndarray, window_s: int, context: str) -> tuple[str, bool]:
+        """Encode ``x`` padded with silence to ``window_s`` seconds, decode greedily (after
+        ``context`` as the previous text, when given); returns the text and whether the decode
+        reached :func:`max_decode_tokens`."""
         import ctranslate2
 
         m = self._model
@@ -217,10 +246,7 @@ class WhisperAsr:
         prompt = [*prefix, *tok.sot_sequence, tok.no_timestamps]
         limit = max_decode_tokens(x.size / INPUT_SAMPLE_RATE_HZ) + len(prefix)
         ids = m.model.generate(encoded, [prompt], beam_size=self._beam_size, max_length=limit)[0].sequences_ids[0]
-        text = " ".join(tok.decode(ids).split())
-        if len(ids) >= limit - len(prompt) or is_repeated(text):
-            return None
-        return text
+        return " ".join(tok.decode(ids).split()), len(ids) >= limit - len(prompt)
 
 
 def max_decode_tokens(duration_s: float) -> int:
@@ -229,9 +255,14 @@ def max_decode_tokens(duration_s: float) -> int:
     return min(448, int(16 + 8 * duration_s))
 
 
+def _words(text: str) -> list[str]:
+    """Lower-case words of ``text`` without their punctuation ("Stop, stop." -> ``["stop", "stop"]``)."""
+    return [w.strip(".,!?;:").lower() for w in text.split()]
+
+
 def is_repeated(text: str) -> bool:
     """True when ``text`` is one word sequence said two or more times over ("Yes. Yes.")."""
-    words = [w.strip(".,!?;:").lower() for w in text.split()]
+    words = _words(text)
     n = len(words)
     for period in range(1, n // 2 + 1):
         if n % period == 0 and words == words[:period] * (n // period):
