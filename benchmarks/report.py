@@ -159,6 +159,9 @@ REGISTRY: list[Bench] = [
     plugin("batching", "Batching model calls across sessions", "bench_batching.py", "batching",
            "What one call on N items of each kind (Thinker token, Smart Turn, Whisper encoder, Code2Wav) costs on "
            "these cores, against N calls."),
+    plugin("asr_retry", "Suspect Whisper decodes: a longer window before the 30 s path", "bench_asr_retry.py",
+           "asr_retry", "What a short-window decode that looks repeated costs, redone on the 30 s path (before) or "
+           "decoded again in a longer window (now), on the clips live sessions transcribe in the overlap dialogues."),
     Bench("page", "Browser page: ear-to-ear",
           "The WebRTC page in Chromium with a fake microphone: end of the question -> the answer audible in the "
           "page (one clock), where the time goes, and barge-in (onset -> silence in the page).",
@@ -189,7 +192,7 @@ REGISTRY: list[Bench] = [
           "live sessions: premature takeovers, missed turns, false stops, barge-in success.",
           ".venv/bin/python benchmarks/bench_turns.py --detectors smart_turn --categories backchannel,barge_in "
           "--per-category 30 --split test",
-          (Pick("turns_resume_release", ("[smart_turn] backchannel", "[smart_turn] barge-in")),
+          (Pick("turns_asr_retry", ("[smart_turn] backchannel", "[smart_turn] barge-in")),
            Pick("turns_nonspeech", ("[smart_turn] replies",))),
           history=("turns*",), brief=rb.brief_turns),
     Bench("turn_decisions", "End-of-turn decisions replayed offline",
@@ -252,6 +255,8 @@ VERDICTS: dict[str, str] = {
     "turns_stop_words": "older code (35dbe37) on other generated dialogues (its dataset sha256); `turns_urgent_reads` replaced it",
     "turn_decisions_dev": "the tuning split: the test split is the figure",
     "turns_urgent_reads": "older code (1026119 beside 23230bd); `turns_resume_release` replaced it (same dialogues)",
+    "turns_resume_release": "older code (3681ad8 beside 18b9b78, AMD EPYC); `turns_asr_retry` replaced it (same "
+                            "dialogues; eca8e14 beside ead84e1 on an Intel Xeon)",
 }
 """Why a result file is history (or only partly current); files not listed are older runs of their benchmark."""
 

@@ -68,11 +68,12 @@ TRAILING_SILENCE_S: Final[float] = 5.0
 
 RETRY_EXTRA_SILENCE_S: Final[int] = 4
 """A suspect short decode is decoded again in a window this many seconds longer (before the 30 s
-path). Measured on the words said over a reply in ``bench_turns``' test split (the first 320-800
-ms of "Stop, stop, stop.", "Sorry, ...", "mm-hm" ...; ``docs/turn-taking.md``): 34 of 150 short
-decodes looked repeated; the second window agreed with the 30 s path's words on 27 of them (the
-same window with a repetition penalty on 22), took ~210 ms instead of ~1.1 s, and sent 1 to the 30
-s path."""
+path). Measured on what live sessions transcribe in ``bench_turns``' overlap dialogues (the words
+said over a reply 320-800 ms in and whole, and the question before it; dev and test splits, 720
+clips; ``benchmarks/bench_asr_retry.py``, ``results/asr_retry.json``): 69 first decodes looked
+repeated, most of them words the user did repeat ("Stop, stop.", "No, no."); the second window
+gave the 30 s path's words on 54 of them (the others mostly "Uh uh" where the 30 s path heard
+nothing), sent 4 on to the 30 s path, and took ~340 ms p50 instead of ~880 ms."""
 
 MAX_SHORT_WINDOW_S: Final[int] = 25
 """Longest short window, seconds; longer audio uses faster-whisper's 30 s windows."""
