@@ -9,7 +9,12 @@ import pytest
 
 from app.backend.models.tiny.llm import STOP, GemmaLlm, build_prompt
 from app.backend.models.tiny.reply_batch import ReplyBatcher, Sampling
-from app.backend.pipeline.stages import SamplingParams, ThinkerPrompt
+from app.backend.pipeline.stages import (
+    BatchFigures,
+    BatchShare,
+    SamplingParams,
+    ThinkerPrompt,
+)
 
 QUESTIONS = ("What is the capital of France?", "How many legs does a spider have?",
              "What is seven plus five?", "Who wrote Romeo and Juliet?")
@@ -35,9 +40,10 @@ def _tokens(llm: GemmaLlm, question: str) -> list[int]:
     return llm._llm.tokenize(build_prompt(ThinkerPrompt("", [], question)).encode(), add_bos=True, special=True)
 
 
-def _write(batcher: ReplyBatcher, tokens: list[int], sampling: Sampling) -> tuple[str, str | None]:
+def _write(batcher: ReplyBatcher, tokens: list[int], sampling: Sampling,
+           share: BatchShare | None = None) -> tuple[str, str | None]:
     text, finish = "", None
-    for piece, finish in batcher.complete(tokens, sampling):
+    for piece, finish in batcher.complete(tokens, sampling, share):
         text += piece
     return text, finish
 
@@ -73,16 +79,25 @@ def test_a_reply_joins_one_being_written_at_the_next_step(batched: GemmaLlm) -> 
     batcher = batched.batcher
     long = Sampling(max_tokens=40)  # no stop string: it writes all 40 tokens
     first_tokens, second_tokens = _tokens(batched, "Tell me a long story."), _tokens(batched, QUESTIONS[0])
-    alone = _write(batcher, second_tokens, Sampling(max_tokens=12, stop=STOP))
+    alone_share = BatchShare()
+    alone = _write(batcher, second_tokens, Sampling(max_tokens=12, stop=STOP), alone_share)
+    figures = alone_share.take()
+    assert figures.steps >= 1 and figures.replies_per_step == 1.0
     before = batcher.stats()
-    pieces = batcher.complete(first_tokens, long)
+    share_a, share_b = BatchShare(), BatchShare()  # (each session's counters)
+    pieces = batcher.complete(first_tokens, long, share_a)
     text, _ = next(pieces)  # the first reply is being written ...
-    second = _write(batcher, second_tokens, Sampling(max_tokens=12, stop=STOP))  # ... when this one comes
+    second = _write(batcher, second_tokens, Sampling(max_tokens=12, stop=STOP), share_b)  # ... when this one comes
     rest = "".join(p for p, _ in pieces)
     after = batcher.stats()
     assert second == alone
     assert (text + rest).strip()
     assert after.batch_sizes.get(2, 0) > before.batch_sizes.get(2, 0)  # written side by side
+    a, b = share_a.take(), share_b.take()
+    assert a.steps + b.steps == after.tokens - before.tokens  # each written token counted for its own reply
+    assert 1.0 < a.replies_per_step < 2.0 and 1.0 < b.replies_per_step <= 2.0  # the second always beside the first
+    assert a.wait_ms > 0 and b.wait_ms > 0
+    assert share_a.take() == BatchFigures()  # read once
 
 
 def test_a_reply_whose_reader_stops_leaves_the_batch(batched: GemmaLlm) -> None:

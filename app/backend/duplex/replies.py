@@ -29,7 +29,13 @@ from app.backend.duplex.history import History
 from app.backend.duplex.playback import FinishedResponse, PlaybackLedger
 from app.backend.duplex.reply import Reply
 from app.backend.duplex.settings import SessionSettings
-from app.backend.pipeline.stages import SamplingParams, ThinkerPrompt, Turn
+from app.backend.pipeline.stages import (
+    BatchFigures,
+    BatchShare,
+    SamplingParams,
+    ThinkerPrompt,
+    Turn,
+)
 from app.backend.pipeline.workers import (
     AudioChunk,
     Pipeline,
@@ -116,6 +122,7 @@ class ReplyRunner:
         self._on_completed = on_completed
         self._reply: Reply | None = None
         self._unit_text_tokens = 0
+        self._batch_share = BatchShare()  # every reply's Thinker steps, where the family batches them
         self.epoch = 0
         """The session epoch: a hard interrupt advances it; work of an older epoch is dropped."""
 
@@ -136,12 +143,18 @@ class ReplyRunner:
         n, self._unit_text_tokens = self._unit_text_tokens, 0
         return n
 
+    def take_thinker_batch(self) -> BatchFigures:
+        """What this session's replies (spoken or dropped) got of the family's cross-session Thinker
+        batch since the last call (zeros where the family writes one reply at a time)."""
+        return self._batch_share.take()
+
     # ------------------------------------------------------------------ lifecycle
     def start(self, utterance: np.ndarray, item_id: str, *, drain: bool, seen_text: str, confirmed: bool = True,
               boundary_passed: bool = False) -> None:
         """Start producing a reply to ``utterance`` (float32 16 kHz) of user item ``item_id``."""
         rid = f"resp_{uuid.uuid4().hex[:20]}"
-        r = Reply(response_id=rid, epoch=self.epoch, ctx=RequestContext(f"{self._id}:{rid}"), user_item_id=item_id,
+        r = Reply(response_id=rid, epoch=self.epoch, ctx=RequestContext(f"{self._id}:{rid}", batch_share=self._batch_share),
+                  user_item_id=item_id,
                   drain=drain, boundary_passed=boundary_passed, confirmed=confirmed)
         self._reply = r
         r.task = self._spawn(self._produce(r, utterance, self._history.turns(), seen_text))

@@ -7,6 +7,7 @@ never on a family's name.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -93,6 +94,49 @@ class GeneratedReply:
     finish_reason: str = "stop"
 
 
+@dataclass(frozen=True)
+class BatchFigures:
+    """What replies got of a batched Thinker over some span (:meth:`BatchShare.take`).
+
+    Attributes:
+        steps: decode steps that wrote a token of these replies.
+        replies_per_step: mean replies written in those steps (1.0: alone; 0.0: no steps).
+        wait_ms: time from each reply's submission to the step that wrote its first token
+            (its prompt's evaluation included), summed over the replies that began in the span, ms.
+    """
+
+    steps: int = 0
+    replies_per_step: float = 0.0
+    wait_ms: float = 0.0
+
+
+class BatchShare:
+    """Counters of one session's replies in a family's cross-session Thinker batch: the family
+    adds to them from its batch thread (:meth:`add`), the session reads what came since its last
+    read (:meth:`take`, once per unit for ``session.unit_metrics``). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._steps = 0
+        self._batch_sum = 0
+        self._wait_s = 0.0
+
+    def add(self, batch: int, wait_s: float = 0.0) -> None:
+        """One step wrote a token of one of the session's replies beside ``batch`` - 1 others
+        (``batch`` >= 1); ``wait_s``: that reply's wait for its first token, seconds (given once, on it)."""
+        with self._lock:
+            self._steps += 1
+            self._batch_sum += batch
+            self._wait_s += wait_s
+
+    def take(self) -> BatchFigures:
+        """What was added since the last call, and start again from zero."""
+        with self._lock:
+            steps, batch_sum, wait_s = self._steps, self._batch_sum, self._wait_s
+            self._steps, self._batch_sum, self._wait_s = 0, 0, 0.0
+        return BatchFigures(steps, batch_sum / steps if steps else 0.0, 1000 * wait_s)
+
+
 @dataclass
 class ThinkerPrompt:
     """Everything the Thinker's reply is conditioned on.
@@ -165,10 +209,11 @@ class Thinker(ABC):
         return None
 
     def write_reply(self, prompt: ThinkerPrompt, params: SamplingParams,
-                    on_text: Callable[[str], bool] | None = None) -> Future[GeneratedReply] | None:
+                    on_text: Callable[[str], bool] | None = None,
+                    share: BatchShare | None = None) -> Future[GeneratedReply] | None:
         """:meth:`generate_reply` outside the stage's one-at-a-time queue, where the family writes
         several replies at once (batched decoding across sessions); ``on_text`` may then be called
-        from another thread.
+        from another thread; ``share``: the caller's counters of what the reply got of the batch.
 
         Returns:
             A future of the reply; ``None`` (this default): the reply goes through the stage, in turn.

@@ -40,6 +40,7 @@ from app.backend.metrics import EngineMetrics
 from app.backend.pipeline.reply_stream import EARLY_MIN_TOKENS, OnText, ReplyStream
 from app.backend.pipeline.segmenter import split_at_fractions
 from app.backend.pipeline.stages import (
+    BatchShare,
     Code2WavStream,
     ContextLengthExceeded,
     GeneratedReply,
@@ -93,6 +94,9 @@ class RequestContext:
 
     request_id: str
     cancelled: bool = False
+    batch_share: BatchShare | None = None
+    """Where a family that batches replies across sessions counts this request's Thinker steps
+    (the session's :class:`~app.backend.pipeline.stages.BatchShare`); None: not counted."""
 
     def cancel(self) -> None:
         """Cancel every pending and future stage item of this request."""
@@ -466,7 +470,7 @@ class Pipeline:
                         on_text: OnText | None) -> GeneratedReply:
         if ctx.cancelled:
             raise RequestCancelled(ctx.request_id)
-        future = self.family.thinker.write_reply(prompt, params, on_text)
+        future = self.family.thinker.write_reply(prompt, params, on_text, ctx.batch_share)
         if future is None:
             reply = await self.thinker.submit(ctx, ("generate", (prompt, params, on_text)))
         else:  # written beside other sessions' replies (the family batches them)

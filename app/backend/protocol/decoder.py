@@ -330,7 +330,11 @@ def _unit_metrics(o: dict[str, Any], kw: dict[str, Any]) -> E.ServerEvent:
     return E.UnitMetrics(**kw, unit_index=_int(o.get("unit_index")), compute_ms=_num(o.get("compute_ms")),
                          context_tokens=_int(o.get("context_tokens")),
                          max_context_tokens=_int(o.get("max_context_tokens")),
-                         decision=_str(o.get("decision"), "listen"), seen_text=_str(o.get("seen_text"), ""))
+                         decision=_str(o.get("decision"), "listen"), seen_text=_str(o.get("seen_text"), ""),
+                         turn_scores=_int(o.get("turn_scores")), turn_score_ms=_num(o.get("turn_score_ms")),
+                         far_speech_ignored=_int(o.get("far_speech_ignored")),
+                         thinker_steps=_int(o.get("thinker_steps")), thinker_batch=_num(o.get("thinker_batch")),
+                         thinker_wait_ms=_num(o.get("thinker_wait_ms")))
 
 
 _DECODERS: dict[str, Decoder] = {

@@ -519,7 +519,11 @@ class UnitMetrics(ServerEvent):
     ``compute_ms`` is the time the unit's audio spent in the turn detector (VAD + decision);
     ``turn_scores`` / ``turn_score_ms`` the end-of-turn model scores that came back in the unit and
     their time from request to result (queue + batch, off the event loop); the reply's stage work
-    runs asynchronously and shows in ``/metrics``. ``seen_text`` is what the
+    runs asynchronously and shows in ``/metrics``, except ``thinker_steps`` / ``thinker_batch`` /
+    ``thinker_wait_ms``: where the family writes replies of several sessions in one batch
+    (``tiny``), the decode steps that wrote a token of this session's replies in the unit, the mean
+    replies written in those steps (1.0: alone; 0.0: no steps), and the wait of the replies that
+    began in the unit for their first token, ms. ``seen_text`` is what the
     Thinker last saw through the camera (``tiny``: a one-line description) (``""`` when nothing). ``far_speech_ignored``: stretches of
     speech in the unit that started no turn because they were far below the user's own level
     (``turn_policy.far_speech_drop_db``: a TV, a distant talker, or a mic much too quiet).
@@ -537,6 +541,9 @@ class UnitMetrics(ServerEvent):
     turn_scores: int = 0
     turn_score_ms: float = 0.0
     far_speech_ignored: int = 0
+    thinker_steps: int = 0
+    thinker_batch: float = 0.0
+    thinker_wait_ms: float = 0.0
 
     def body(self) -> dict[str, Any]:
         return {
@@ -550,6 +557,9 @@ class UnitMetrics(ServerEvent):
             "turn_scores": self.turn_scores,
             "turn_score_ms": round(self.turn_score_ms, 1),
             "far_speech_ignored": self.far_speech_ignored,
+            "thinker_steps": self.thinker_steps,
+            "thinker_batch": round(self.thinker_batch, 2),
+            "thinker_wait_ms": round(self.thinker_wait_ms, 1),
         }
 
 

@@ -40,6 +40,7 @@ from app.backend.models.tiny.vad import SileroVad, shared_silero_session
 from app.backend.models.tiny.vision import BackgroundCamera, SceneDescriber
 from app.backend.models.tiny.voice import load_piper_split
 from app.backend.pipeline.stages import (
+    BatchShare,
     FamilyCapabilities,
     GeneratedReply,
     ModelFamily,
@@ -150,13 +151,15 @@ class TinyThinker(Thinker):
         return self.llm.generate_reply(prompt, params, on_text)
 
     def write_reply(self, prompt: ThinkerPrompt, params: SamplingParams,
-                    on_text: Callable[[str], bool] | None = None) -> Future[GeneratedReply] | None:
+                    on_text: Callable[[str], bool] | None = None,
+                    share: BatchShare | None = None) -> Future[GeneratedReply] | None:
         """:meth:`generate_reply` on a thread of its own, written in one batch with the other replies
-        being written (:class:`~app.backend.models.tiny.reply_batch.ReplyBatcher`); ``None`` when the
-        family writes one reply at a time (``batch_replies`` 1: through the stage)."""
+        being written (:class:`~app.backend.models.tiny.reply_batch.ReplyBatcher`; its steps counted
+        in ``share``); ``None`` when the family writes one reply at a time (``batch_replies`` 1:
+        through the stage)."""
         if self._writers is None:
             return None
-        return self._writers.submit(self.llm.generate_reply, prompt, params, on_text)
+        return self._writers.submit(self.llm.generate_reply, prompt, params, on_text, share)
 
     def vad_factory(self) -> SileroVad:
         """A fresh streaming VAD (own LSTM state and buffers, shared ONNX session).

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from app.backend.models.tiny.runtime import CORES, Priority
+from app.backend.pipeline.stages import BatchShare
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,7 @@ class _Reply:
     returned: int = 0  # characters of the text passed on
     sampler: Any = None
     started: bool = False
+    share: BatchShare | None = None  # the caller's counters (each step that writes a token of it)
 
 
 class ReplyBatcher:
@@ -174,8 +176,10 @@ class ReplyBatcher:
         self._thread.start()
 
     # -- callers' side ------------------------------------------------------------------------
-    def complete(self, prompt: Sequence[int], sampling: Sampling) -> Iterator[tuple[str, str | None]]:
-        """Write a reply to the token ids ``prompt`` (BOS included).
+    def complete(self, prompt: Sequence[int], sampling: Sampling,
+                 share: BatchShare | None = None) -> Iterator[tuple[str, str | None]]:
+        """Write a reply to the token ids ``prompt`` (BOS included); every step that writes one of its
+        tokens is added to ``share`` (with the replies in that step, and on the first its wait).
 
         Yields:
             ``(text, finish_reason)`` pieces as the reply is written: new text (never a stop string,
@@ -192,7 +196,7 @@ class ReplyBatcher:
         if len(prompt) + sampling.max_tokens > self.n_ctx_seq:
             raise ValueError(f"{len(prompt)} prompt tokens + max_tokens {sampling.max_tokens} exceed the "
                              f"{self.n_ctx_seq}-token sequence")
-        reply = _Reply(list(prompt), sampling, queue.SimpleQueue())
+        reply = _Reply(list(prompt), sampling, queue.SimpleQueue(), share=share)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the reply batcher is closed")
@@ -331,9 +335,13 @@ class ReplyBatcher:
             s.max_batch = max(s.max_batch, len(sampled))
             s.batch_sizes[len(sampled)] = s.batch_sizes.get(len(sampled), 0) + 1
             for r, _ in sampled:
+                wait = 0.0
                 if not r.started:
                     r.started = True
-                    s.wait_s += t0 - r.submitted_at
+                    wait = t0 - r.submitted_at
+                    s.wait_s += wait
+                if r.share is not None:
+                    r.share.add(len(sampled), wait)
         for r, token in sampled:
             if self._take(r, token):
                 self._active.remove(r)
