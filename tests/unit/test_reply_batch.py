@@ -4,6 +4,7 @@ would be alone; a reply joins the batch at the next step and leaves it when its 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -134,3 +135,32 @@ def test_a_prompt_that_does_not_fit_a_sequence_is_refused(batched: GemmaLlm) -> 
         batcher.complete([2] * batcher.n_ctx_seq, Sampling(max_tokens=8))
     with pytest.raises(ValueError, match="empty"):
         batcher.complete([], Sampling(max_tokens=8))
+
+
+def test_a_reply_a_user_waits_for_takes_a_free_sequence_before_a_speculative_one(batched: GemmaLlm) -> None:
+    """Every sequence busy; a speculative reply (prepared at a pause) asks first, then one a user waits
+    for: the first sequence to free goes to the second."""
+    batcher = batched.batcher
+    busy_tokens = _tokens(batched, "Tell me a long story.")
+    first_piece: dict[str, float] = {}
+
+    def write(name: str, tokens: list[int], sampling: Sampling, waiting=None) -> None:
+        for _piece, _ in batcher.complete(tokens, sampling, None, waiting):
+            first_piece.setdefault(name, time.perf_counter())
+
+    busy = [threading.Thread(target=write, args=(f"busy{i}", busy_tokens, Sampling(max_tokens=12 if i == 0 else 60)))
+            for i in range(batcher.n_seq)]  # (no stop string: 12 and 60 tokens; the short one frees first)
+    for t in busy:
+        t.start()
+    while len(first_piece) < batcher.n_seq:  # all being written
+        time.sleep(0.005)
+    question = _tokens(batched, QUESTIONS[0])
+    speculative = threading.Thread(target=write, args=("speculative", question, Sampling(max_tokens=4),
+                                                       lambda: False))
+    speculative.start()
+    time.sleep(0.05)  # (it asks first)
+    waited = threading.Thread(target=write, args=("waited", question, Sampling(max_tokens=4), lambda: True))
+    waited.start()
+    for t in [*busy, speculative, waited]:
+        t.join(60)
+    assert first_piece["waited"] < first_piece["speculative"], first_piece

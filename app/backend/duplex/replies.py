@@ -153,7 +153,7 @@ class ReplyRunner:
               boundary_passed: bool = False) -> None:
         """Start producing a reply to ``utterance`` (float32 16 kHz) of user item ``item_id``."""
         rid = f"resp_{uuid.uuid4().hex[:20]}"
-        r = Reply(response_id=rid, epoch=self.epoch, ctx=RequestContext(f"{self._id}:{rid}", batch_share=self._batch_share),
+        r = Reply(response_id=rid, epoch=self.epoch, ctx=RequestContext(f"{self._id}:{rid}", batch_share=self._batch_share, speculative=not confirmed),
                   user_item_id=item_id,
                   drain=drain, boundary_passed=boundary_passed, confirmed=confirmed)
         self._reply = r
@@ -165,6 +165,7 @@ class ReplyRunner:
         if r is None:
             return
         r.confirmed = True
+        r.ctx.speculative = False  # (a batching Thinker now writes it as one a user waits for)
         r.drain = r.drain or drain
         r.boundary_passed = r.boundary_passed or boundary_passed
         if r.transcript is not None:

@@ -210,10 +210,13 @@ class Thinker(ABC):
 
     def write_reply(self, prompt: ThinkerPrompt, params: SamplingParams,
                     on_text: Callable[[str], bool] | None = None,
-                    share: BatchShare | None = None) -> Future[GeneratedReply] | None:
+                    share: BatchShare | None = None,
+                    waiting: Callable[[], bool] | None = None) -> Future[GeneratedReply] | None:
         """:meth:`generate_reply` outside the stage's one-at-a-time queue, where the family writes
         several replies at once (batched decoding across sessions); ``on_text`` may then be called
-        from another thread; ``share``: the caller's counters of what the reply got of the batch.
+        from another thread; ``share``: the caller's counters of what the reply got of the batch;
+        ``waiting()``: whether a user waits for this reply now (False while it is speculative; None:
+        always), so that replies a user waits for go first.
 
         Returns:
             A future of the reply; ``None`` (this default): the reply goes through the stage, in turn.

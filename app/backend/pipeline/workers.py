@@ -97,6 +97,9 @@ class RequestContext:
     batch_share: BatchShare | None = None
     """Where a family that batches replies across sessions counts this request's Thinker steps
     (the session's :class:`~app.backend.pipeline.stages.BatchShare`); None: not counted."""
+    speculative: bool = False
+    """A reply prepared at a pause, before the user's turn has ended (nobody waits for it yet): a
+    family that batches replies admits the ones a user waits for first. May change while it runs."""
 
     def cancel(self) -> None:
         """Cancel every pending and future stage item of this request."""
@@ -470,7 +473,8 @@ class Pipeline:
                         on_text: OnText | None) -> GeneratedReply:
         if ctx.cancelled:
             raise RequestCancelled(ctx.request_id)
-        future = self.family.thinker.write_reply(prompt, params, on_text, ctx.batch_share)
+        future = self.family.thinker.write_reply(prompt, params, on_text, ctx.batch_share,
+                                                 lambda: not ctx.speculative)
         if future is None:
             reply = await self.thinker.submit(ctx, ("generate", (prompt, params, on_text)))
         else:  # written beside other sessions' replies (the family batches them)

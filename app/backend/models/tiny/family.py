@@ -152,14 +152,15 @@ class TinyThinker(Thinker):
 
     def write_reply(self, prompt: ThinkerPrompt, params: SamplingParams,
                     on_text: Callable[[str], bool] | None = None,
-                    share: BatchShare | None = None) -> Future[GeneratedReply] | None:
+                    share: BatchShare | None = None,
+                    waiting: Callable[[], bool] | None = None) -> Future[GeneratedReply] | None:
         """:meth:`generate_reply` on a thread of its own, written in one batch with the other replies
         being written (:class:`~app.backend.models.tiny.reply_batch.ReplyBatcher`; its steps counted
-        in ``share``); ``None`` when the family writes one reply at a time (``batch_replies`` 1:
-        through the stage)."""
+        in ``share``, admitted before speculative replies while ``waiting()``); ``None`` when the
+        family writes one reply at a time (``batch_replies`` 1: through the stage)."""
         if self._writers is None:
             return None
-        return self._writers.submit(self.llm.generate_reply, prompt, params, on_text, share)
+        return self._writers.submit(self.llm.generate_reply, prompt, params, on_text, share, waiting)
 
     def vad_factory(self) -> SileroVad:
         """A fresh streaming VAD (own LSTM state and buffers, shared ONNX session).

@@ -405,7 +405,8 @@ class GemmaLlm:
 
     def generate_reply(self, prompt: ThinkerPrompt, params: SamplingParams,
                        on_text: Callable[[str], bool] | None = None,
-                       share: BatchShare | None = None) -> GeneratedReply:
+                       share: BatchShare | None = None,
+                       waiting: Callable[[], bool] | None = None) -> GeneratedReply:
         """Write a short reply, and say whether ``max_tokens`` cut it (see :func:`finish_reply`).
 
         Args:
@@ -420,6 +421,8 @@ class GemmaLlm:
                 :func:`shorten_reply` would drop the rest. The reply is the same as without it.
             share: counts the batcher's steps that write this reply (:class:`ReplyBatcher`; unused
                 without one).
+            waiting: whether a user waits for the reply now (the batcher admits those first; None:
+                always).
 
         Returns:
             The reply (<= ``max_sentences`` sentences, one line; ``""`` when both user text and
@@ -455,7 +458,7 @@ class GemmaLlm:
             kwargs = {"max_tokens": params.max_tokens, "temperature": params.temperature, "top_p": params.top_p,
                       "top_k": max(0, params.top_k), "min_p": 0.0, "repeat_penalty": params.repetition_penalty,
                       "seed": params.seed, "stop": list(STOP)}
-            raw, hit_max_tokens, echoed = self._write(text, kwargs, on_text, prompt.user_text, share)
+            raw, hit_max_tokens, echoed = self._write(text, kwargs, on_text, prompt.user_text, share, waiting)
             if echoed:
                 # The reply only repeated the user's words (held back, nothing was passed on):
                 # write it again with its first word's first token banned, with and without the
@@ -464,11 +467,12 @@ class GemmaLlm:
                           if (ids := self._llm.tokenize(t.encode("utf-8"), add_bos=False))}
                 log.info("reply %r echoed the user's turn; writing it again without tokens %s", raw, banned)
                 kwargs["logit_bias"] = dict.fromkeys(banned, float("-inf"))
-                raw, hit_max_tokens, _ = self._write(text, kwargs, on_text, "", share)
+                raw, hit_max_tokens, _ = self._write(text, kwargs, on_text, "", share, waiting)
         return finish_reply(raw, hit_max_tokens, self.max_sentences)
 
     def _write(self, text: str, kwargs: dict[str, Any], on_text: Callable[[str], bool] | None,
-               user_text: str, share: BatchShare | None = None) -> tuple[str, bool, bool]:
+               user_text: str, share: BatchShare | None = None,
+               waiting: Callable[[], bool] | None = None) -> tuple[str, bool, bool]:
         """Stream one completion of ``text``; returns its raw text, whether ``max_tokens`` cut it, and
         whether it was an echo of ``user_text`` (:mod:`~app.backend.models.tiny.echo_guard`; ``""``
         skips the check). ``on_text`` sees nothing while the text may still be an echo."""
@@ -480,7 +484,7 @@ class GemmaLlm:
             pieces = self._llm.create_completion(text, stream=True, **kwargs)
             hold: Callable[[], Any] = lambda: CORES.hold(Priority.WORK, "thinker")
         else:
-            pieces = self._batched(text, kwargs, share)
+            pieces = self._batched(text, kwargs, share, waiting)
             hold = contextlib.nullcontext
         try:
             while True:
@@ -508,7 +512,8 @@ class GemmaLlm:
                 on_text(raw)
         return raw, hit_max_tokens, False
 
-    def _batched(self, text: str, kwargs: dict[str, Any], share: BatchShare | None) -> Iterator[dict[str, Any]]:
+    def _batched(self, text: str, kwargs: dict[str, Any], share: BatchShare | None,
+                 waiting: Callable[[], bool] | None) -> Iterator[dict[str, Any]]:
         """:meth:`ReplyBatcher.complete` of ``text`` with ``create_completion``'s arguments, as its
         stream's pieces (``{"choices": [{"text", "finish_reason"}]}``); closing it ends the reply."""
         assert self.batcher is not None
@@ -516,7 +521,7 @@ class GemmaLlm:
                             top_k=kwargs["top_k"], min_p=kwargs["min_p"], repeat_penalty=kwargs["repeat_penalty"],
                             seed=kwargs["seed"], stop=tuple(kwargs["stop"]), logit_bias=kwargs.get("logit_bias") or {})
         tokens = self._llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)
-        with contextlib.closing(self.batcher.complete(tokens, sampling, share)) as pieces:
+        with contextlib.closing(self.batcher.complete(tokens, sampling, share, waiting)) as pieces:
             for piece, finish in pieces:
                 yield {"choices": [{"text": piece, "finish_reason": finish}]}
 

@@ -8,6 +8,10 @@ replies' prompts as fits (``N_BATCH``), and runs one ``llama_decode`` inside the
 them per token). A reply that arrives while others are written joins at the next step: there is no
 gathering window, so a reply alone waits for nothing. A reply whose caller stopped reading (the
 session was cancelled, a barge-in, the text is complete) leaves the batch at the next step.
+Priorities: every reply being written moves one token per step (a reply already playing is never
+starved by a newer one); when more replies wait than there are sequences, or their prompts do not
+fit one step, those a user waits for (their turn has ended) go before speculative ones (prepared at
+a pause, :attr:`~app.backend.pipeline.workers.RequestContext.speculative`).
 
 Why it pays on this CPU: a decode step of Gemma 3 270M (Q4_K_M) on 2 cores costs ~14 ms per token
 for one reply, 13.4 for 2, 9.9 for 3, 8.4 for 4 and 8.5 for 6 (``benchmarks/bench_batching.py``,
@@ -38,7 +42,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -122,6 +126,10 @@ class _Reply:
     sampler: Any = None
     started: bool = False
     share: BatchShare | None = None  # the caller's counters (each step that writes a token of it)
+    waiting: Callable[[], bool] | None = None  # whether a user waits for it now (None: always)
+
+    def waited_on(self) -> bool:
+        return self.waiting is None or bool(self.waiting())
 
 
 class ReplyBatcher:
@@ -176,10 +184,13 @@ class ReplyBatcher:
         self._thread.start()
 
     # -- callers' side ------------------------------------------------------------------------
-    def complete(self, prompt: Sequence[int], sampling: Sampling,
-                 share: BatchShare | None = None) -> Iterator[tuple[str, str | None]]:
+    def complete(self, prompt: Sequence[int], sampling: Sampling, share: BatchShare | None = None,
+                 waiting: Callable[[], bool] | None = None) -> Iterator[tuple[str, str | None]]:
         """Write a reply to the token ids ``prompt`` (BOS included); every step that writes one of its
         tokens is added to ``share`` (with the replies in that step, and on the first its wait).
+        ``waiting()`` (None: always True) says whether a user waits for it now: while every sequence
+        is taken, a free one goes to the oldest waiting reply a user waits for before the oldest
+        speculative one, and such prompts are evaluated first in a step.
 
         Yields:
             ``(text, finish_reason)`` pieces as the reply is written: new text (never a stop string,
@@ -196,7 +207,7 @@ class ReplyBatcher:
         if len(prompt) + sampling.max_tokens > self.n_ctx_seq:
             raise ValueError(f"{len(prompt)} prompt tokens + max_tokens {sampling.max_tokens} exceed the "
                              f"{self.n_ctx_seq}-token sequence")
-        reply = _Reply(list(prompt), sampling, queue.SimpleQueue(), share=share)
+        reply = _Reply(list(prompt), sampling, queue.SimpleQueue(), share=share, waiting=waiting)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the reply batcher is closed")
@@ -256,7 +267,8 @@ class ReplyBatcher:
     def _admit(self) -> None:
         """Give waiting replies a free sequence (under ``self._cond``): the one sharing the longest prefix."""
         while self._waiting and self._free:
-            reply = self._waiting.popleft()
+            reply = next((r for r in self._waiting if r.waited_on()), self._waiting[0])  # a user waits first
+            self._waiting.remove(reply)
             if reply.closed.is_set():
                 continue
             common = [_common_prefix(kv, reply.prompt) for kv in self._kv]
@@ -308,7 +320,7 @@ class ReplyBatcher:
                 self._kv[r.seq].append(r.completion[-1])
                 rows.append((r, n))
                 n += 1
-        for r in self._active:
+        for r in sorted(self._active, key=lambda r: not r.waited_on()):  # (stable: in order of admission)
             if r.fed < len(r.prompt) and n < N_BATCH:  # its prompt, as much as fits
                 take = min(len(r.prompt) - r.fed, N_BATCH - n)
                 for i in range(take):
