@@ -153,8 +153,8 @@ class ReplyRunner:
               boundary_passed: bool = False) -> None:
         """Start producing a reply to ``utterance`` (float32 16 kHz) of user item ``item_id``."""
         rid = f"resp_{uuid.uuid4().hex[:20]}"
-        r = Reply(response_id=rid, epoch=self.epoch, ctx=RequestContext(f"{self._id}:{rid}", batch_share=self._batch_share, speculative=not confirmed),
-                  user_item_id=item_id,
+        ctx = RequestContext(f"{self._id}:{rid}", batch_share=self._batch_share, speculative=not confirmed)
+        r = Reply(response_id=rid, epoch=self.epoch, ctx=ctx, user_item_id=item_id,
                   drain=drain, boundary_passed=boundary_passed, confirmed=confirmed)
         self._reply = r
         r.task = self._spawn(self._produce(r, utterance, self._history.turns(), seen_text))
