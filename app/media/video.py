@@ -74,9 +74,12 @@ def rotate_frame(rgb: np.ndarray, rotation_deg: int) -> np.ndarray:
 
 
 def _stream_rotation(stream: Any, first_frame: Any) -> int:
-    """Counter-clockwise rotation from the frame's display matrix, else the ``rotate`` tag."""
+    """Counter-clockwise rotation from the frame's display matrix, else the ``rotate`` tag.
+
+    PyAV < 18 iterates a frame's side data as entries with a ``type``; PyAV 18 iterates their
+    types (``av.sidedata.sidedata.Type``) as the keys of a mapping: both are read."""
     side_data = getattr(first_frame, "side_data", None) or []
-    if any("DISPLAYMATRIX" in str(getattr(sd, "type", "")) for sd in side_data):
+    if any("DISPLAYMATRIX" in str(getattr(sd, "type", sd)) for sd in side_data):
         return normalize_rotation(getattr(first_frame, "rotation", 0) or 0)
     tag = (stream.metadata or {}).get("rotate")
     if tag:
