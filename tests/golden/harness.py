@@ -64,7 +64,8 @@ def _appends(audio: np.ndarray, tag: str) -> list[dict[str, Any]]:
     return out
 
 
-WALL_CLOCK_KEYS = frozenset({"compute_ms", "turn_score_ms", "thinker_steps", "thinker_batch", "thinker_wait_ms"})
+WALL_CLOCK_KEYS = frozenset({"compute_ms", "turn_score_ms", "thinker_steps", "thinker_batch", "thinker_wait_ms",
+                             "asr_reads", "asr_batch", "asr_wait_ms"})
 """Fields measured in wall time, or split over units by it (the Thinker batch figures: how many of a
 reply's steps fall in each unit), dropped by :func:`normalise`."""
 

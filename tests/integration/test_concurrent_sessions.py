@@ -1,6 +1,8 @@
 """Several realtime sessions at once on one real server: each gets the answer to its own question,
-and their replies are written by the Thinker's cross-session batcher (``omni_thinker_batch_*``),
-which each session's ``session.unit_metrics`` shows (``thinker_steps``, ``thinker_batch``)."""
+their replies are written by the Thinker's cross-session batcher (``omni_thinker_batch_*``) and their
+utterances transcribed together by the ASR stage (``omni_stage_batch_size{stage="asr"}``), which
+each session's ``session.unit_metrics`` shows (``thinker_steps``, ``thinker_batch``, ``asr_reads``,
+``asr_batch``)."""
 
 from __future__ import annotations
 
@@ -28,8 +30,13 @@ that each session's answer is about its own question and no other's."""
 
 def _batch_counters(base_url: str) -> dict[str, float]:
     text = httpx.get(base_url + "/metrics").text
-    return {s.name: s.value for fam in text_string_to_metric_families(text) for s in fam.samples
-            if s.name.startswith("omni_thinker_batch_") and not s.labels}
+    out = {s.name: s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+           if s.name.startswith("omni_thinker_batch_") and not s.labels}
+    for fam in text_string_to_metric_families(text):  # the ASR stage's batches: their count and summed size
+        for s in fam.samples:
+            if s.name in ("omni_stage_batch_size_count", "omni_stage_batch_size_sum") and s.labels == {"stage": "asr"}:
+                out["asr_" + s.name.rsplit("_", 1)[1]] = s.value
+    return out
 
 
 async def _ask(url: str, pcm: bytes, start: asyncio.Event) -> list[dict]:
@@ -73,3 +80,10 @@ async def test_three_sessions_at_once_each_get_their_own_answer(make_server, spe
     assert sum(steps) <= tokens  # ... one count per token, for the session whose reply it is
     assert max(u["thinker_batch"] for su in units for u in su) > 1.0  # some steps wrote two or three at once
     assert all(u["thinker_wait_ms"] >= 0 for su in units for u in su)
+    # the three committed utterances were ready at once: the ASR stage transcribed them together
+    reads = [sum(u["asr_reads"] for u in su) for su in units]
+    assert all(n >= 1 for n in reads), reads
+    assert max(u["asr_batch"] for su in units for u in su) > 1.0
+    calls = after["asr_count"] - before.get("asr_count", 0)
+    transcripts = after["asr_sum"] - before.get("asr_sum", 0)
+    assert transcripts >= sum(reads) - 0.5 and calls < transcripts, (calls, transcripts, reads)

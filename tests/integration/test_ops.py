@@ -31,7 +31,7 @@ def test_health_reports_a_dead_stage_worker(make_server):
         time.sleep(0.05)
     r = httpx.get(srv.base_url + "/health")
     assert r.status_code == 503
-    assert r.json()["stages"] == {"thinker": True, "talker": False, "code2wav": True}
+    assert r.json()["stages"] == {"thinker": True, "talker": False, "code2wav": True, "asr": True}
     # a request needing the dead stage fails cleanly instead of hanging
     r = httpx.post(srv.base_url + "/v1/chat/completions", json={
         "model": srv.engine.config.server.served_model_name,

@@ -149,3 +149,44 @@ def test_a_short_follow_up_is_heard_in_the_light_of_the_previous_turn(whisper, s
 def test_a_longer_utterance_ignores_the_context(whisper, clips):
     long = next(c for c in clips if c.size >= asr_mod.CONTEXT_MAX_S * INPUT_SAMPLE_RATE_HZ)
     assert whisper.transcribe(long, "Bananas are yellow. Bananas are yellow.") == whisper.transcribe(long)
+
+
+@pytest.fixture(scope="module")
+def batch_items(speech_dir, clips) -> list[tuple[np.ndarray, str]]:
+    """Utterances as several sessions hand them in at once: questions of different lengths (so
+    different windows), two of the same window, a short follow-up with its context, and silence."""
+    phrases = ("What is the time?", "Where is the station?", "Can you help me?", "Tell me a joke.")
+    extra = [sf.read(str(espeak_wav(p, speech_dir / f"batch-{i}.wav", rate_wpm=160)), dtype="float32")[0]
+             for i, p in enumerate(phrases)]
+    china, _ = sf.read(str(espeak_wav("What about China?", speech_dir / "follow-china.wav", rate_wpm=150)),
+                       dtype="float32")
+    return [(clips[0], ""), (extra[0], ""), (china, "What is the capital of Japan?"), (extra[1], ""),
+            (np.zeros(8000, np.float32), ""), (clips[2], ""), (extra[2], ""), (extra[3], "")]
+
+
+@pytest.mark.slow
+def test_a_batch_transcribes_each_utterance_as_it_would_be_alone(whisper, batch_items):
+    alone = [whisper.transcribe(x, ctx) for x, ctx in batch_items]
+    together = whisper.transcribe_batch(batch_items)
+    assert together == alone
+    assert alone[4] == "" and "china" in alone[2].lower()
+    windows = [short_window_s(x.size / INPUT_SAMPLE_RATE_HZ) for x, _ in batch_items]
+    assert len(set(windows)) < len(windows)  # some utterances did share a batched call
+
+
+@pytest.mark.slow
+def test_a_batched_decode_near_its_own_token_limit_is_decoded_alone(whisper, batch_items, monkeypatch):
+    """The batch decodes to the largest limit of its items; an item that comes near its own is
+    decoded again alone, so the limit (and the suspect-decode path after it) is exactly its own."""
+    items = [batch_items[1], batch_items[3]]  # the same window
+    with monkeypatch.context() as m:
+        m.setattr(asr_mod, "max_decode_tokens", lambda duration_s: 4 if duration_s < 1.6 else 40)
+        alone = [whisper.transcribe(x, ctx) for x, ctx in items]
+        assert whisper.transcribe_batch(items) == alone
+
+
+def test_a_bad_item_gets_its_error_and_the_others_their_transcripts(whisper, clips):
+    out = whisper.transcribe_batch([(np.zeros((2, 800), np.float32), ""), (clips[0], ""),
+                                    (np.array([np.nan, 0.5], np.float32), "")])
+    assert isinstance(out[0], ValueError) and isinstance(out[2], ValueError)
+    assert "france" in out[1].lower()

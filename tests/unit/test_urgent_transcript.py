@@ -1,10 +1,11 @@
-"""Words said over a reply are transcribed first: off the Thinker stage's queue and ahead of the
-reply's own voice work for the cores (the session holds its input until they are read)."""
+"""Words said over a reply are transcribed first: ahead of the reply's own voice work for the
+cores (the session holds its input until they are read); other transcripts wait their turn."""
 
 from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -36,15 +37,16 @@ def test_an_urgent_transcript_goes_before_the_replys_voice_work(tiny_family, wai
     holder = threading.Thread(target=talker_piece)
     holder.start()
     time.sleep(0.1)
-    fut_box: list = []
-    waiter = threading.Thread(target=lambda: (time.sleep(0.05), next_talker_piece(fut_box[0])))
-    fut_box.append(tiny_family.thinker.transcribe_urgent(wait_stop))
+    pool = ThreadPoolExecutor(max_workers=1)
+    fut = pool.submit(tiny_family.thinker.transcribe_batch, [(wait_stop, "")], True)
+    waiter = threading.Thread(target=lambda: (time.sleep(0.05), next_talker_piece(fut)))
     waiter.start()
     time.sleep(0.3)  # both wait for the cores now
     release.set()
-    text = fut_box[0].result(timeout=30)
+    [text] = fut.result(timeout=30)
     waiter.join(30)
     holder.join(30)
+    pool.shutdown()
     assert "stop" in text.lower()
     assert seen == {"urgent done before the next piece ran": True}
 
@@ -66,7 +68,7 @@ def test_a_plain_transcript_waits_behind_the_voice_work(tiny_family, wait_stop):
     holder = threading.Thread(target=talker_piece)
     holder.start()
     time.sleep(0.1)
-    asr = threading.Thread(target=lambda: plain.append(tiny_family.thinker.transcribe(wait_stop)))
+    asr = threading.Thread(target=lambda: plain.extend(tiny_family.thinker.transcribe_batch([(wait_stop, "")])))
     asr.start()
     time.sleep(0.05)
     waiter = threading.Thread(target=next_talker_piece)

@@ -522,11 +522,13 @@ class DuplexSession:
             self._emit(E.ItemDeleted(epoch=self.epoch, item_id=item_id))
         scores, score_ms = self._turns.take_score_stats()
         batch = self._replies.take_thinker_batch()
+        asr = self._transcripts.take_batch()
         self._emit(E.UnitMetrics(epoch=self.epoch, unit_index=k, compute_ms=compute_ms, context_tokens=self._ctx.total,
                                  max_context_tokens=self._ctx.max_tokens, decision=decision,
                                  seen_text=self._camera.seen_text, turn_scores=scores, turn_score_ms=score_ms,
                                  far_speech_ignored=self._turns.take_far_speech(), thinker_steps=batch.steps,
-                                 thinker_batch=batch.replies_per_step, thinker_wait_ms=batch.wait_ms))
+                                 thinker_batch=batch.replies_per_step, thinker_wait_ms=batch.wait_ms,
+                                 asr_reads=asr.steps, asr_batch=asr.replies_per_step, asr_wait_ms=asr.wait_ms))
         if overflow:
             self._error("context_length_exceeded", f"context of {self._ctx.total} tokens exceeds "
                         f"{self._ctx.max_tokens} and nothing more can be dropped", error_type="server_error")

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from app.backend.pipeline.stages import BatchFigures, BatchShare
 from app.backend.pipeline.workers import Pipeline, RequestContext
 
 KEEP = 8
@@ -43,6 +44,12 @@ class TranscriptCache:
         self._context = context
         self._tasks: OrderedDict[bytes, asyncio.Task[str]] = OrderedDict()
         self._n = 0
+        self._share = BatchShare()  # this session's transcripts in the ASR stage's batches
+
+    def take_batch(self) -> BatchFigures:
+        """What this session's transcripts got of the cross-session ASR batches since the last call
+        (``steps``: transcripts run; zeros where the family transcribes one at a time)."""
+        return self._share.take()
 
     async def transcribe(self, audio: np.ndarray, *, urgent: bool = False) -> str:
         """The transcript (stripped) of ``audio``; the same utterance is transcribed once;
@@ -65,4 +72,5 @@ class TranscriptCache:
         return await asyncio.shield(task)
 
     async def _run(self, audio: np.ndarray, context: str, request_id: str, urgent: bool) -> str:
-        return (await self._pipeline.transcribe(RequestContext(request_id), audio, context, urgent=urgent)).strip()
+        ctx = RequestContext(request_id, batch_share=self._share)
+        return (await self._pipeline.transcribe(ctx, audio, context, urgent=urgent)).strip()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -96,13 +96,15 @@ class GeneratedReply:
 
 @dataclass(frozen=True)
 class BatchFigures:
-    """What replies got of a batched Thinker over some span (:meth:`BatchShare.take`).
+    """What a session's work got of a cross-session batch over some span (:meth:`BatchShare.take`).
 
     Attributes:
-        steps: decode steps that wrote a token of these replies.
-        replies_per_step: mean replies written in those steps (1.0: alone; 0.0: no steps).
-        wait_ms: time from each reply's submission to the step that wrote its first token
-            (its prompt's evaluation included), summed over the replies that began in the span, ms.
+        steps: batched calls that did a piece of it: Thinker decode steps that wrote a token of
+            its replies, or ASR calls that transcribed one of its utterances.
+        replies_per_step: mean requests (of all sessions) in those calls (1.0: alone; 0.0: none).
+        wait_ms: summed over the span, ms: for replies, the time from each reply's submission to
+            the step that wrote its first token (its prompt's evaluation included), over the
+            replies that began in the span; for transcripts, each one's queue wait.
     """
 
     steps: int = 0
@@ -111,9 +113,10 @@ class BatchFigures:
 
 
 class BatchShare:
-    """Counters of one session's replies in a family's cross-session Thinker batch: the family
-    adds to them from its batch thread (:meth:`add`), the session reads what came since its last
-    read (:meth:`take`, once per unit for ``session.unit_metrics``). Thread-safe."""
+    """Counters of one session's work in a cross-session batch (its replies in the family's
+    Thinker batch; its transcripts in the ASR stage's batches): the batcher adds to them from its
+    thread (:meth:`add`), the session reads what came since its last read (:meth:`take`, once per
+    unit for ``session.unit_metrics``). Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -122,8 +125,10 @@ class BatchShare:
         self._wait_s = 0.0
 
     def add(self, batch: int, wait_s: float = 0.0) -> None:
-        """One step wrote a token of one of the session's replies beside ``batch`` - 1 others
-        (``batch`` >= 1); ``wait_s``: that reply's wait for its first token, seconds (given once, on it)."""
+        """One batched call did a piece of the session's work beside ``batch`` - 1 others
+        (``batch`` >= 1): a decode step wrote a token of one of its replies (``wait_s``: that
+        reply's wait for its first token, given once, on it), or an ASR call transcribed one of
+        its utterances (``wait_s``: its queue wait), seconds."""
         with self._lock:
             self._steps += 1
             self._batch_sum += batch
@@ -187,6 +192,25 @@ class Thinker(ABC):
             What the image shows, as text: the text written in it, or a description of it
             (``tiny``: colours, shapes, written words, a clock); ``""`` if nothing.
         """
+
+    max_transcript_batch: int = 1
+    """Most utterances :meth:`transcribe_batch` transcribes in one call for less than one by one;
+    above 1 the pipeline runs transcripts through a gathering stage (:mod:`~app.backend.pipeline.gather`)."""
+
+    def transcribe_batch(self, items: Sequence[tuple[np.ndarray, str]],
+                         urgent: bool = False) -> list[str | ValueError]:
+        """:meth:`transcribe` of several utterances (``(audio, context)`` each), in one call where
+        the family batches them; each transcript is the one :meth:`transcribe` gives it alone, and
+        an item :meth:`transcribe` would refuse gets its ``ValueError`` in its place (the others
+        are still transcribed). ``urgent``: a user waits on one of them (words said over a reply):
+        first for the cores. This default transcribes them one by one."""
+        out: list[str | ValueError] = []
+        for audio, context in items:
+            try:
+                out.append(self.transcribe(audio, context))
+            except ValueError as exc:
+                out.append(exc)
+        return out
 
     def transcribe_urgent(self, audio: np.ndarray, context: str = "") -> Future[str] | None:
         """:meth:`transcribe` of words a session holds its input for (said over a reply: do they

@@ -37,10 +37,11 @@ from typing import Any
 import numpy as np
 
 from app.backend.metrics import EngineMetrics
+from app.backend.pipeline.gather import GATHER_WINDOW_S, GatheringWorker
 from app.backend.pipeline.reply_stream import EARLY_MIN_TOKENS, OnText, ReplyStream
+from app.backend.pipeline.requests import RequestCancelled, RequestContext, StageError
 from app.backend.pipeline.segmenter import split_at_fractions
 from app.backend.pipeline.stages import (
-    BatchShare,
     Code2WavStream,
     ContextLengthExceeded,
     GeneratedReply,
@@ -69,41 +70,6 @@ async def in_passing_thread(fn: Callable[..., Any], *args: Any) -> Any:
     """
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="model-once") as pool:
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
-
-
-class StageError(RuntimeError):
-    """A stage failed one item. ``stage`` names it (``thinker``/``talker``/``code2wav``)."""
-
-    def __init__(self, stage: str, message: str) -> None:
-        super().__init__(f"{stage} stage failed: {message}")
-        self.stage = stage
-
-
-class RequestCancelled(Exception):
-    """The request was cancelled (barge-in, client gone) before this stage ran it."""
-
-
-@dataclass
-class RequestContext:
-    """Identity and cancellation of one request travelling through the stages.
-
-    Attributes:
-        request_id: unique id (chat completion id or ``<session>:<response>``).
-        cancelled: set once; every stage drops the request's pending work.
-    """
-
-    request_id: str
-    cancelled: bool = False
-    batch_share: BatchShare | None = None
-    """Where a family that batches replies across sessions counts this request's Thinker steps
-    (the session's :class:`~app.backend.pipeline.stages.BatchShare`); None: not counted."""
-    speculative: bool = False
-    """A reply prepared at a pause, before the user's turn has ended (nobody waits for it yet): a
-    family that batches replies admits the ones a user waits for first. May change while it runs."""
-
-    def cancel(self) -> None:
-        """Cancel every pending and future stage item of this request."""
-        self.cancelled = True
 
 
 @dataclass
@@ -381,16 +347,24 @@ class Pipeline:
             StageWorker(name, fn, max_num_seqs=max_num_seqs[i], inbox_size=inbox_sizes[i], metrics=metrics,
                         timeout_s=timeouts_s[i])
             for i, (name, fn) in enumerate(zip(("thinker", "talker", "code2wav"), fns, strict=True)))
-        self.workers = (self.thinker, self.talker, self.code2wav)
+        th = family.thinker
+        self.asr: GatheringWorker | None = None
+        """Transcripts of several sessions in one call, where the family batches them
+        (``Thinker.max_transcript_batch`` > 1); None: transcripts go through the Thinker stage."""
+        if th.max_transcript_batch > 1:
+            self.asr = GatheringWorker("asr", th.transcribe_batch, max_batch=th.max_transcript_batch,
+                                       window_s=GATHER_WINDOW_S, metrics=metrics, timeout_s=timeouts_s[0])
+        self.workers: tuple[StageWorker | GatheringWorker, ...] = (
+            self.thinker, self.talker, self.code2wav, *((self.asr,) if self.asr is not None else ()))
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
-        """Start the three workers."""
+        """Start the stage workers."""
         for w in self.workers:
             w.start()
 
     async def stop(self) -> None:
-        """Stop the three workers."""
+        """Stop the stage workers."""
         for w in self.workers:
             await w.stop()
 
@@ -429,7 +403,8 @@ class Pipeline:
                          urgent: bool = False) -> str:
         """ASR of float32 16 kHz mono ``audio``; ``""`` for empty input; ``context``: the previous user
         turn (:meth:`~app.backend.pipeline.stages.Thinker.transcribe`); ``urgent``: words the session
-        holds its input for, off the stage's queue where the family can
+        holds its input for: first in the ASR stage's queue where the family batches transcripts
+        (:attr:`asr`), else off the Thinker stage's queue where the family can
         (:meth:`~app.backend.pipeline.stages.Thinker.transcribe_urgent`).
 
         Raises:
@@ -439,6 +414,9 @@ class Pipeline:
             return ""
         if ctx.cancelled:
             raise RequestCancelled(ctx.request_id)
+        if self.asr is not None:
+            x = np.array(audio, dtype=np.float32, copy=True)  # (queued a moment: the caller may reuse its buffer)
+            return await self.asr.submit(ctx, (x, context), urgent=urgent)
         future = self.family.thinker.transcribe_urgent(audio, context) if urgent else None
         if future is None:
             return await self.thinker.submit(ctx, ("transcribe", (audio, context)))

@@ -334,7 +334,8 @@ def _unit_metrics(o: dict[str, Any], kw: dict[str, Any]) -> E.ServerEvent:
                          turn_scores=_int(o.get("turn_scores")), turn_score_ms=_num(o.get("turn_score_ms")),
                          far_speech_ignored=_int(o.get("far_speech_ignored")),
                          thinker_steps=_int(o.get("thinker_steps")), thinker_batch=_num(o.get("thinker_batch")),
-                         thinker_wait_ms=_num(o.get("thinker_wait_ms")))
+                         thinker_wait_ms=_num(o.get("thinker_wait_ms")), asr_reads=_int(o.get("asr_reads")),
+                         asr_batch=_num(o.get("asr_batch")), asr_wait_ms=_num(o.get("asr_wait_ms")))
 
 
 _DECODERS: dict[str, Decoder] = {

@@ -523,7 +523,10 @@ class UnitMetrics(ServerEvent):
     ``thinker_wait_ms``: where the family writes replies of several sessions in one batch
     (``tiny``), the decode steps that wrote a token of this session's replies in the unit, the mean
     replies written in those steps (1.0: alone; 0.0: no steps), and the wait of the replies that
-    began in the unit for their first token, ms. ``seen_text`` is what the
+    began in the unit for their first token, ms; likewise ``asr_reads`` / ``asr_batch`` /
+    ``asr_wait_ms``: where the family transcribes several sessions' utterances in one call
+    (``tiny``), this session's transcripts run in the unit, the mean utterances (of all sessions)
+    in their calls, and their summed queue wait, ms. ``seen_text`` is what the
     Thinker last saw through the camera (``tiny``: a one-line description) (``""`` when nothing). ``far_speech_ignored``: stretches of
     speech in the unit that started no turn because they were far below the user's own level
     (``turn_policy.far_speech_drop_db``: a TV, a distant talker, or a mic much too quiet).
@@ -544,6 +547,9 @@ class UnitMetrics(ServerEvent):
     thinker_steps: int = 0
     thinker_batch: float = 0.0
     thinker_wait_ms: float = 0.0
+    asr_reads: int = 0
+    asr_batch: float = 0.0
+    asr_wait_ms: float = 0.0
 
     def body(self) -> dict[str, Any]:
         return {
@@ -560,6 +566,9 @@ class UnitMetrics(ServerEvent):
             "thinker_steps": self.thinker_steps,
             "thinker_batch": round(self.thinker_batch, 2),
             "thinker_wait_ms": round(self.thinker_wait_ms, 1),
+            "asr_reads": self.asr_reads,
+            "asr_batch": round(self.asr_batch, 2),
+            "asr_wait_ms": round(self.asr_wait_ms, 1),
         }
 
 

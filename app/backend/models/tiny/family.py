@@ -22,13 +22,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final
 
 import numpy as np
 
-from app.backend.models.tiny.asr import DEFAULT_BEAM_SIZE, WhisperAsr
+from app.backend.models.tiny.asr import DEFAULT_BEAM_SIZE, MAX_BATCH, WhisperAsr
 from app.backend.models.tiny.classifier import ImageNetClassifier
 from app.backend.models.tiny.code2wav import TinyCode2Wav
 from app.backend.models.tiny.codebook import Codebook
@@ -102,7 +102,6 @@ class TinyThinker(Thinker):
         self.camera_reader = camera_reader
         self.llm = llm
         self._vad_session = vad_session
-        self._urgent = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asr-urgent")
         self._writers = ThreadPoolExecutor(max_workers=llm.batcher.n_seq, thread_name_prefix="thinker-reply") \
             if llm.batcher is not None else None
         self.load_times_s: dict[str, float] = {}
@@ -114,21 +113,20 @@ class TinyThinker(Thinker):
         the previous user turn (:meth:`WhisperAsr.transcribe`)."""
         return self.asr.transcribe(audio, context)
 
-    def transcribe_urgent(self, audio: np.ndarray, context: str = "") -> Future[str]:
-        """:meth:`transcribe` on a thread of its own, first in line for the cores
-        (``Priority.TURN``, as the end-of-turn scores): words said over a reply were read
-        through the Thinker stage behind the reply's own work and at ``Priority.WORK`` behind
-        its Talker and Code2Wav while the reply played on (in a DEBUG-log run of ``bench_turns``'
-        barge-ins, 6 of 30 first reads took 570-790 ms, the others ~100-150 ms); the stop's p95
-        went 1466 -> 1374 ms with this (``results/turns_urgent_reads.json``, both rows in one run).
-        No stage watchdog here: the session bounds each read itself (``SCORE_TIMEOUT_S``)."""
-        x = np.array(audio, dtype=np.float32, copy=True)  # (the caller may reuse its buffer)
+    max_transcript_batch = MAX_BATCH
 
-        def run() -> str:
-            with CORES.hold(Priority.TURN, "asr"):  # (the ASR's own hold at WORK re-enters this one)
-                return self.asr.transcribe(x, context)
-
-        return self._urgent.submit(run)
+    def transcribe_batch(self, items: Sequence[tuple[np.ndarray, str]],
+                         urgent: bool = False) -> list[str | ValueError]:
+        """:meth:`WhisperAsr.transcribe_batch` of ``(audio, context)`` items (the pipeline's ASR
+        stage gathers them across sessions). ``urgent``: one of them is words said over a reply,
+        which the session holds its input for: the call is first in line for the cores
+        (``Priority.TURN``, as the end-of-turn scores), where otherwise it waits at
+        ``Priority.WORK`` behind the reply's Talker and Code2Wav pieces (in a DEBUG-log run of
+        ``bench_turns``' barge-ins, 6 of 30 first reads took 570-790 ms that way, the others
+        ~100-150 ms; the stop's p95 went 1466 -> 1374 ms with the priority,
+        ``results/turns_urgent_reads.json``, both rows in one run)."""
+        with CORES.hold(Priority.TURN if urgent else Priority.WORK, "asr"):  # (the ASR's own hold re-enters it)
+            return self.asr.transcribe_batch(items)
 
     def read_image(self, image: np.ndarray) -> str:
         """One-line description of a uint8 RGB ``(h, w, 3)`` image (:meth:`SceneDescriber.describe`:
