@@ -287,13 +287,20 @@ async def run_latency_pair(url: str, baseline_url: str, n: int,
 
 
 # --------------------------------------------------------------------------- (b) concurrency
+LOCKSTEP = False
+"""``--lockstep``: every session's schedule starts at 0 (they ask at the same moments, each its own
+question): the worst case of K people on one machine, where turns overlap and the cross-session
+batches (Thinker, ASR) have most to gather."""
+
+
 def build_session_audio(inputs: list[dict[str, Any]], index: int, k: int, seconds: float) -> tuple[bytes, list[dict]]:
-    """``seconds`` of audio: a question every SLOT_S s, shifted by ``index * SLOT_S / k`` s rounded down
+    """``seconds`` of audio: a question every SLOT_S s, shifted by ``index * SLOT_S / k`` s (0 with
+    :data:`LOCKSTEP`) rounded down
     to whole VAD windows (:data:`VAD_WINDOW_S`), so each session's speech meets the VAD's windows as the
     single session's does and the levels differ by load only. (Unrounded, "How long should I boil an
     egg?" was heard as "... boil them in?" at some offsets and waited for the 2.5 s cap, alone as
     under load: 2026-12-07, ``duplex_k_probe``.)"""
-    offset_s = int(index * SLOT_S / k / VAD_WINDOW_S) * VAD_WINDOW_S
+    offset_s = 0.0 if LOCKSTEP else int(index * SLOT_S / k / VAD_WINDOW_S) * VAD_WINDOW_S
     pcm = bytearray(C.silence_pcm16(offset_s))
     questions = []
     q = index
@@ -393,6 +400,13 @@ async def run_concurrency_level(url: str, k: int, seconds: float, inputs: list[d
     batching = {name.removeprefix("omni_thinker_batch_") + "".join(f"{{{k}={v}}}" for k, v in labels):
                 value - before.get((name, labels), 0.0) for (name, labels), value in after.items()
                 if name.startswith("omni_thinker_batch_") and "max_size" not in name}
+    asr = {key: after.get(("omni_stage_batch_size_" + key, (("stage", "asr"),)), 0.0)
+           - before.get(("omni_stage_batch_size_" + key, (("stage", "asr"),)), 0.0) for key in ("count", "sum")}
+    asr_wait = {key: after.get(("omni_stage_queue_wait_seconds_" + key, (("stage", "asr"),)), 0.0)
+                - before.get(("omni_stage_queue_wait_seconds_" + key, (("stage", "asr"),)), 0.0) for key in ("count", "sum")}
+    asr_batching = {"calls": asr["count"], "transcripts": asr["sum"],
+                    "mean_batch": asr["sum"] / asr["count"] if asr["count"] else None,
+                    "mean_wait_ms": 1000 * asr_wait["sum"] / asr_wait["count"] if asr_wait["count"] else None}
     ok = all(s.get("stays_real_time") for s in sessions)
     lags = [u["lag_ms"] for s in sessions for u in s.get("units", []) if u["lag_ms"] is not None]
     reply = [r["latency_ms"] for s in sessions for r in s.get("replies", [])]
@@ -408,13 +422,15 @@ async def run_concurrency_level(url: str, k: int, seconds: float, inputs: list[d
         "unanswered": sum(1 for r in reply if r is None),
         "cores": cores,
         "thinker_batching": batching,
+        "asr_batching": asr_batching,
         "sessions": sessions,
     }
     print(f"[duplex] (b){label} K={k}: {'all real time' if ok else 'NOT real time'}; unit_metrics lag p50 "
           f"{C.fmt_s(level['lag_ms']['p50'], 'ms', 0)} max {C.fmt_s(level['lag_ms']['max'], 'ms', 0)}; "
           f"reply latency p50 {C.fmt_s(level['reply_latency_ms']['p50'], 'ms', 0)} "
           f"p95 {C.fmt_s(level['reply_latency_ms']['p95'], 'ms', 0)}, "
-          f"{level['unanswered']}/{len(reply)} unanswered", flush=True)
+          f"{level['unanswered']}/{len(reply)} unanswered; ASR stage: {asr_batching['transcripts']:.0f} transcripts "
+          f"in {asr_batching['calls']:.0f} calls", flush=True)
     for row in cores[:6]:
         print(f"    cores {row['priority']}/{row['work']}: {row.get('calls', 0):.0f} calls, wait "
               f"{row.get('wait_s', 0):.2f} s (mean {C.fmt_s(row['wait_ms_mean'], 'ms', 1)}), hold "
@@ -615,7 +631,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--barge-hard", action="store_true", help="(c) also measure with the session's overlap_policy "
                                                             "barge_in_on_speech (hard cancel on speech; reported "
                                                             "separately, not the default behaviour)")
+    p.add_argument("--lockstep", action="store_true", help="(b) every session asks at the same moments (no shift "
+                                                          "between their schedules): the worst case for one machine")
     args = p.parse_args(argv)
+    global LOCKSTEP
+    LOCKSTEP = args.lockstep
     if args.detector:
         TURN_POLICY.update({"detector": args.detector, **({"resume_window_ms": 0} if args.detector == "silence" else {})})
     units = {int(x) for x in args.units.split(",") if x.strip()}
@@ -735,7 +755,7 @@ def main(argv: list[str] | None = None) -> int:
             srv.stop()
             if base is not None:
                 base.stop()
-        conc.update({"server": srv.command, "deploy_overrides": overrides, "session_seconds": seconds,
+        conc.update({"server": srv.command, "deploy_overrides": overrides, "session_seconds": seconds, "lockstep": LOCKSTEP,
                      "question_every_s": SLOT_S,
                      "criterion": "every unit's session.unit_metrics arrives, each before the append closing the "
                                   "next unit is sent, and median(last 10 lags) - median(first 10) < unit/4"})
